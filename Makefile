@@ -1,0 +1,44 @@
+# nodegroup-operator. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+BIN       ?= bin
+CRD_DIR   := charts/nodegroup-operator/crds
+# UPDATE=1 rewrites golden files instead of comparing against them.
+UPDATE    ?=
+TEST_ARGS ?=
+
+export UPDATE
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: generate
+generate: ## Generate deepcopy code and the CRDs (into the chart).
+	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	rm -f $(CRD_DIR)/*.yaml
+	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=$(CRD_DIR)
+
+.PHONY: build
+build: ## Build the binaries into ./bin.
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+.PHONY: testbin
+testbin: ## Build (or find cached) etcd and kube-apiserver for the tests.
+	@hack/testbin.sh
+
+.PHONY: lint
+lint: ## gofmt, go vet, and a clean tree after `make generate`.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(MAKE) --no-print-directory generate
+	@if [ -n "$$(git status --porcelain -- api charts)" ]; then \
+		echo "generated files differ from the tree: run 'make generate' and commit"; git status --porcelain -- api charts; git diff --stat; exit 1; fi
+
+.PHONY: test
+test: lint ## Lint, then run the unit and integration tests against a real kube-apiserver.
+	@start=$$SECONDS; assets=$$(hack/testbin.sh); echo "control-plane binaries ready in $$((SECONDS-start))s: $$assets"; \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 $(TEST_ARGS) ./...

@@ -1,0 +1,40 @@
+package v1alpha1
+
+// OSFamily is the operating system a worker boots, which also decides how it joins the
+// tenant control plane.
+// +kubebuilder:validation:Enum=Talos;Kairos
+type OSFamily string
+
+const (
+	// OSTalos workers boot Talos Linux and join with a Talos machine config.
+	OSTalos OSFamily = "Talos"
+	// OSKairos workers boot a Kairos disk and join with kubeadm.
+	OSKairos OSFamily = "Kairos"
+)
+
+// Names of the built-in objects the chart ships. The operator resolves the built-in
+// classes from code, so a pool on them never depends on the object existing.
+const (
+	// BuiltinTalosClass is the default class: Talos workers from the platform catalog.
+	BuiltinTalosClass = "talos"
+	// BuiltinKairosClass is the Kairos class with the platform-built worker disk.
+	BuiltinKairosClass = "kairos"
+	// BuiltinLocation is the KubeVirt location in the management cluster.
+	BuiltinLocation = "in-cluster"
+)
+
+// Condition types shared by the kinds of this group.
+const (
+	// ConditionReady is True when every machine of the pool is ready.
+	ConditionReady = "Ready"
+	// ConditionClassResolved is True when the pool's class exists and applies to it.
+	ConditionClassResolved = "ClassResolved"
+	// ConditionLocationResolved is True when the pool's location exists and admits its namespace.
+	ConditionLocationResolved = "LocationResolved"
+	// ConditionClusterFound is True when the pool's Cluster exists in its namespace.
+	ConditionClusterFound = "ClusterFound"
+	// ConditionRendered is True when the desired objects are applied and current.
+	ConditionRendered = "Rendered"
+	// ConditionInUse is True on a class or location that pools still name.
+	ConditionInUse = "InUse"
+)

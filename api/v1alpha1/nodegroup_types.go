@@ -1,0 +1,309 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// NodeGroupSpec is the pool a tenant asks for.
+//
+// +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="spec.minReplicas must not exceed spec.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="has(self.resources) != has(self.instanceType)",message="set exactly one of spec.resources and spec.instanceType"
+// +kubebuilder:validation:XValidation:rule="self.nodeGroupClassName != 'kairos' || (!has(self.osImage) && !has(self.kernelModules) && !has(self.gpus) && !has(self.talos))",message="the kairos class does not take the Talos-only fields spec.osImage, spec.kernelModules, spec.gpus and spec.talos: remove them or use a Talos class"
+type NodeGroupSpec struct {
+	// clusterName is the Cluster API Cluster in this namespace that the pool joins.
+	// Immutable: a pool never moves between clusters.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.clusterName is immutable: create a new pool for another cluster"
+	ClusterName string `json:"clusterName"`
+
+	// nodeGroupClassName is the NodeGroupClass: how workers are built and boot.
+	// +optional
+	// +kubebuilder:default=talos
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	NodeGroupClassName string `json:"nodeGroupClassName,omitempty"`
+
+	// locationName is the Location: where the machines run.
+	// +optional
+	// +kubebuilder:default=in-cluster
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	LocationName string `json:"locationName,omitempty"`
+
+	// minReplicas is the smallest size the autoscaler may scale the pool to; 0 lets it
+	// scale from zero.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MinReplicas int32 `json:"minReplicas"`
+
+	// maxReplicas is the largest size; equal to minReplicas makes a fixed-size pool.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxReplicas int32 `json:"maxReplicas"`
+
+	// resources sizes each machine by CPU and memory. Set this or instanceType.
+	// +optional
+	Resources *MachineResources `json:"resources,omitempty"`
+
+	// instanceType sizes each machine from a KubeVirt VirtualMachineClusterInstancetype.
+	// Set this or resources.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	InstanceType string `json:"instanceType,omitempty"`
+
+	// ephemeralStorage is the size of each machine's system disk.
+	// +optional
+	// +kubebuilder:default="20Gi"
+	EphemeralStorage resource.Quantity `json:"ephemeralStorage,omitempty"`
+
+	// roles become node-role.kubernetes.io/<role> labels on the nodes.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')",message="a role must be a valid label name (letters, digits, '-', '_', '.'; at most 63; starting and ending with a letter or digit)"
+	Roles []string `json:"roles,omitempty"`
+
+	// labels are added to the nodes. Keys in the kubernetes.io, k8s.io and nodegroup.io
+	// domains are reserved (use roles for node-role labels).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="spec.labels keys must be valid label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 letters, digits, '-', '_' or '.'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.matches('^([^/]*[.])?(kubernetes[.]io|k8s[.]io|nodegroup[.]io)/'))",message="spec.labels keys in the kubernetes.io, k8s.io and nodegroup.io domains are reserved: use spec.roles for node roles, or another domain"
+	Labels map[string]LabelValue `json:"labels,omitempty"`
+
+	// taints are registered by the kubelet when a node joins.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Taints []Taint `json:"taints,omitempty"`
+
+	// kubernetesVersion is the release of the workers, vMAJOR.MINOR or vMAJOR.MINOR.PATCH.
+	// Defaults to the cluster's; never ahead of the control plane.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^v[0-9]+[.][0-9]+([.][0-9]+)?$')",message="spec.kubernetesVersion must look like v1.35 or v1.35.4"
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// osImage replaces the Talos installer image of the class (Talos only).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)+(:[A-Za-z0-9_][-A-Za-z0-9_.]{0,127})?(@sha256:[a-f0-9]{64})?$')",message="spec.osImage must be an image reference such as registry/repository:tag or registry/repository@sha256:<64 hex>"
+	OSImage string `json:"osImage,omitempty"`
+
+	// kernelModules are loaded at boot (Talos only).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9_-]+$`
+	KernelModules []string `json:"kernelModules,omitempty"`
+
+	// gpus are host devices passed through to each machine (Talos only).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	GPUs []GPU `json:"gpus,omitempty"`
+
+	// talos tunes the Talos system of the pool (Talos only).
+	// +optional
+	Talos *NodeGroupTalos `json:"talos,omitempty"`
+
+	// rollout bounds how a change replaces machines.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
+
+	// healthCheck says when a machine is unhealthy and replaced.
+	// +optional
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+}
+
+// LabelValue is a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.',
+// starting and ending with a letter or digit, or empty.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule="self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')",message="spec.labels values must be valid label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+type LabelValue string
+
+// SysctlValue is the value of a kernel parameter: plain text, no shell or line breaks.
+// +kubebuilder:validation:MaxLength=256
+// +kubebuilder:validation:XValidation:rule="self.matches('^[-A-Za-z0-9_. ,:/]*$')",message="spec.talos.sysctls values must be plain values (letters, digits, space and -_.,:/)"
+type SysctlValue string
+
+// MachineResources sizes a machine.
+type MachineResources struct {
+	// cpu is the number of virtual CPUs, such as 2 or 4.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('256')) <= 0",message="spec.resources.cpu must be between 1 and 256"
+	CPU resource.Quantity `json:"cpu"`
+	// memory is the machine's memory, such as 4Gi.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Gi')) >= 0 && quantity(string(self)).compareTo(quantity('4Ti')) <= 0",message="spec.resources.memory must be between 1Gi and 4Ti"
+	Memory resource.Quantity `json:"memory"`
+}
+
+// TaintEffect is the effect of a taint on pods that do not tolerate it.
+// +kubebuilder:validation:Enum=NoSchedule;PreferNoSchedule;NoExecute
+type TaintEffect string
+
+// Taint is a node taint the kubelet registers.
+type Taint struct {
+	// key of the taint, a valid label key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')",message="spec.taints[].key must be a valid label key"
+	Key string `json:"key"`
+	// value of the taint, a valid label value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')",message="spec.taints[].value must be a valid label value"
+	Value string `json:"value,omitempty"`
+	// effect: NoSchedule, PreferNoSchedule or NoExecute.
+	// +required
+	Effect TaintEffect `json:"effect"`
+}
+
+// GPU is a host device passed through to each machine.
+type GPU struct {
+	// deviceName is the resource name KubeVirt permits for the device, such as
+	// nvidia.com/GA102GL_A10.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	DeviceName string `json:"deviceName"`
+	// count of such devices per machine.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8
+	Count int32 `json:"count,omitempty"`
+}
+
+// NodeGroupTalos tunes the Talos system of a pool.
+type NodeGroupTalos struct {
+	// sysctls are kernel parameters set on each machine.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 128 && k.matches('^[a-z0-9_.-]+(/[a-z0-9_.-]+)*$'))",message="spec.talos.sysctls keys must be kernel parameter names (a-z, 0-9, '_', '.', '-', '/')"
+	Sysctls map[string]SysctlValue `json:"sysctls,omitempty"`
+}
+
+// Rollout bounds how a change replaces machines.
+type Rollout struct {
+	// maxSurge is how many machines may exist above the desired count during a rollout.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+	// maxUnavailable is how many machines may be unavailable during a rollout.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// HealthCheck says when a machine is unhealthy and replaced.
+type HealthCheck struct {
+	// nodeStartupTimeout is how long a machine may take to become a node.
+	// +optional
+	NodeStartupTimeout *metav1.Duration `json:"nodeStartupTimeout,omitempty"`
+	// unhealthyNotReadyTimeout is how long a node may be NotReady.
+	// +optional
+	UnhealthyNotReadyTimeout *metav1.Duration `json:"unhealthyNotReadyTimeout,omitempty"`
+	// unhealthyUnknownTimeout is how long a node may be Unknown (kubelet silent).
+	// +optional
+	UnhealthyUnknownTimeout *metav1.Duration `json:"unhealthyUnknownTimeout,omitempty"`
+	// maxUnhealthy stops remediation when more machines than this are unhealthy at once
+	// (a sign of a wider outage). Defaults so a one- or two-machine pool still heals.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
+}
+
+// NodeGroupStatus is what the operator observes about a pool.
+type NodeGroupStatus struct {
+	// observedGeneration is the generation of the spec the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, ClassResolved, LocationResolved, ClusterFound, Rendered.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// os is the operating system resolved from the class.
+	// +optional
+	OS OSFamily `json:"os,omitempty"`
+
+	// kubernetesVersion is the full release the pool runs.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// machineDeploymentName is the Cluster API MachineDeployment of the pool.
+	// +optional
+	MachineDeploymentName string `json:"machineDeploymentName,omitempty"`
+
+	// bootstrapTemplateName is the current bootstrap config template.
+	// +optional
+	BootstrapTemplateName string `json:"bootstrapTemplateName,omitempty"`
+
+	// infrastructureTemplateName is the current machine template.
+	// +optional
+	InfrastructureTemplateName string `json:"infrastructureTemplateName,omitempty"`
+
+	// replicas is the number of machines.
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// readyReplicas is the number of machines whose node is ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+}
+
+// NodeGroup is a tenant's worker pool: machines of one class, in one location, joined to
+// one Cluster in the same namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=ng;ngs,categories=nodegroup
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.nodeGroupClassName`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.locationName`
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodeGroupSpec `json:"spec"`
+
+	// +optional
+	Status NodeGroupStatus `json:"status,omitempty"`
+}
+
+// NodeGroupList is a list of NodeGroup.
+//
+// +kubebuilder:object:root=true
+type NodeGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeGroup `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NodeGroup{}, &NodeGroupList{})
+}
