@@ -24,6 +24,15 @@ if [[ ${1:-} == --all ]]; then want+=(kube-controller-manager kube-scheduler); f
 
 log() { printf 'testbin: %s\n' "$*" >&2; }
 
+# Test packages run in parallel and each may call this script: one builds, the others
+# wait for it instead of building the same binaries at once.
+mkdir -p "$cache"
+exec 9>"$cache/.testbin.lock"
+if ! flock -n 9; then
+  log "another build is running (lock $cache/.testbin.lock); waiting for it"
+  flock 9
+fi
+
 build_etcd() {
   [[ -x $etcd_dir/etcd ]] && return 0
   local start=$SECONDS work
