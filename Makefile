@@ -18,7 +18,7 @@ help: ## List the targets.
 
 .PHONY: generate
 generate: ## Generate deepcopy code and the CRDs (into the chart).
-	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./internal/providers/...
 	rm -f $(CRD_DIR)/*.yaml
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=$(CRD_DIR)
 
@@ -35,8 +35,8 @@ lint: ## gofmt, go vet, and a clean tree after `make generate`.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory generate
-	@if [ -n "$$(git status --porcelain -- api charts)" ]; then \
-		echo "generated files differ from the tree: run 'make generate' and commit"; git status --porcelain -- api charts; git diff --stat; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api charts internal/providers)" ]; then \
+		echo "generated files differ from the tree: run 'make generate' and commit"; git status --porcelain -- api charts internal/providers; git diff --stat; exit 1; fi
 
 .PHONY: test
 test: lint ## Lint, then run the unit and integration tests against a real kube-apiserver.
