@@ -40,7 +40,7 @@ const (
 func Reserve(m MachineSize) Reservations {
 	return Reservations{
 		KubeReservedMilliCPU:      tiered(m.MilliCPU, cpuTiers),
-		KubeReservedMemoryBytes:   tiered(m.MemoryBytes, memoryTiers),
+		KubeReservedMemoryBytes:   roundUp(tiered(m.MemoryBytes, memoryTiers), mebi),
 		SystemReservedMilliCPU:    systemReservedMilliCPU,
 		SystemReservedMemoryBytes: systemReservedMemory,
 		EvictionHardMemoryBytes:   evictionHardMemory,
@@ -74,6 +74,10 @@ var memoryTiers = []tier{
 	{0, 4 * gibi, 250}, {4 * gibi, 8 * gibi, 200}, {8 * gibi, 16 * gibi, 100},
 	{16 * gibi, 128 * gibi, 60}, {128 * gibi, unbounded, 20},
 }
+
+// roundUp keeps memory reservations in whole MiB, so every consumer writes the same
+// short quantity.
+func roundUp(v, unit int64) int64 { return (v + unit - 1) / unit * unit }
 
 func tiered(size int64, tiers []tier) int64 {
 	var total int64

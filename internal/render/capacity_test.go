@@ -13,8 +13,8 @@ func TestReserveAndAllocatable(t *testing.T) {
 	}{
 		// 2 cores: 60 + 10 = 70m kube, 100m system. 4Gi: 1Gi kube, 256Mi system, 100Mi eviction.
 		{"2 cores 4Gi", MachineSize{MilliCPU: 2000, MemoryBytes: 4 * gibi}, 70, gibi, "1830m", "2716Mi"},
-		// 4 cores: 60+10+10 = 80m. 8Gi: 1Gi + 0.8Gi.
-		{"4 cores 8Gi", MachineSize{MilliCPU: 4000, MemoryBytes: 8 * gibi}, 80, gibi + 4*gibi/5, "3820m", "5990604Ki"},
+		// 4 cores: 60+10+10 = 80m. 8Gi: 1Gi + 0.8Gi, rounded up to whole MiB.
+		{"4 cores 8Gi", MachineSize{MilliCPU: 4000, MemoryBytes: 8 * gibi}, 80, 1844 * mebi, "3820m", "5992Mi"},
 		// 1 core: 60m. 1Gi: 256Mi kube.
 		{"1 core 1Gi", MachineSize{MilliCPU: 1000, MemoryBytes: gibi}, 60, 256 * mebi, "840m", "412Mi"},
 		// Too small for the reservations: never negative.
