@@ -29,6 +29,8 @@ type Input struct {
 
 	// Release is the catalog entry of the pool's Kubernetes minor.
 	Release catalog.Release
+	// Factory is the catalog's Talos Image Factory, for Talos installers and disks.
+	Factory catalog.TalosFactory
 	// KubernetesVersion is the exact release the pool runs (vMAJOR.MINOR.PATCH).
 	KubernetesVersion string
 

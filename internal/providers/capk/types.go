@@ -166,7 +166,7 @@ type Empty struct{}
 
 // Interface is a network interface.
 type Interface struct {
-	Name       string    `json:"name"`
+	Name       string `json:"name"`
 	Bridge     *Empty `json:"bridge,omitempty"`
 	Masquerade *Empty `json:"masquerade,omitempty"`
 }
@@ -180,7 +180,7 @@ type HostDevice struct {
 // Network is the pod network or a Multus network.
 type Network struct {
 	Name   string         `json:"name"`
-	Pod    *Empty      `json:"pod,omitempty"`
+	Pod    *Empty         `json:"pod,omitempty"`
 	Multus *MultusNetwork `json:"multus,omitempty"`
 }
 

@@ -1,0 +1,104 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+)
+
+// templateRef is a template a MachineDeployment or MachineSet points at.
+type templateRef struct {
+	gk   schema.GroupKind
+	name string
+}
+
+// DeleteSupersededTemplates deletes the pool's templates that nothing uses any more and
+// returns their names, sorted.
+//
+// It lists, in namespace only, the templates of each of kinds that carry both the pool
+// label (render.LabelPool=pool, the label value render writes) and the managed-by label.
+// A template is kept when it is the current one for its kind (keep), when the live
+// MachineDeployment mdName points at it (the apply of a new template name may not have
+// happened yet), or when any MachineSet in the namespace points at it: a MachineSet
+// still creating or remediating machines needs its templates, and Cluster API rolls old
+// MachineSets down before it deletes them. Any MachineSet, not only those labelled
+// cluster.x-k8s.io/deployment-name=mdName, so that a relabelled or orphaned MachineSet
+// also keeps its templates; the namespace is the templates' own scope anyway.
+//
+// Nothing without the managed-by label is ever deleted, and each delete is conditional
+// on the UID listed, so a template deleted and recreated meanwhile is left alone.
+func (a *Applier) DeleteSupersededTemplates(ctx context.Context, namespace, pool, mdName string,
+	keep map[schema.GroupKind]string, kinds ...schema.GroupVersionKind) ([]string, error) {
+	if namespace == "" || pool == "" {
+		return nil, fmt.Errorf("delete superseded templates: namespace and pool are required")
+	}
+	inUse := map[templateRef]bool{}
+	for gk, name := range keep {
+		inUse[templateRef{gk, name}] = true
+	}
+
+	if mdName != "" {
+		md := &clusterv1.MachineDeployment{}
+		err := a.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mdName}, md)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete superseded templates: reading MachineDeployment %s/%s: %w", namespace, mdName, err)
+		}
+		if err == nil {
+			addRefs(inUse, md.Spec.Template.Spec)
+		}
+	}
+
+	sets := &clusterv1.MachineSetList{}
+	if err := a.reader.List(ctx, sets, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("delete superseded templates: listing MachineSets in %s: %w", namespace, err)
+	}
+	for i := range sets.Items {
+		addRefs(inUse, sets.Items[i].Spec.Template.Spec)
+	}
+
+	selector := client.MatchingLabels{render.LabelPool: pool, render.LabelManagedBy: render.ManagedByValue}
+	var deleted []string
+	for _, gvk := range kinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := a.reader.List(ctx, list, client.InNamespace(namespace), selector); err != nil {
+			return deleted, fmt.Errorf("delete superseded templates: listing %s in %s: %w", gvk.Kind, namespace, err)
+		}
+		for i := range list.Items {
+			t := &list.Items[i]
+			if inUse[templateRef{gvk.GroupKind(), t.GetName()}] || t.GetDeletionTimestamp() != nil ||
+				t.GetNamespace() != namespace || t.GetLabels()[render.LabelManagedBy] != render.ManagedByValue {
+				continue
+			}
+			t.SetGroupVersionKind(gvk)
+			a.count(func(s *Stats) { s.Deletes++ })
+			err := a.client.Delete(ctx, t, client.Preconditions{UID: new(t.GetUID())})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return deleted, fmt.Errorf("delete superseded template %s %s/%s: %w", gvk.Kind, namespace, t.GetName(), err)
+			}
+			deleted = append(deleted, t.GetName())
+		}
+	}
+	sort.Strings(deleted)
+	return deleted, nil
+}
+
+// addRefs records the templates a machine template points at.
+func addRefs(inUse map[templateRef]bool, spec clusterv1.MachineSpec) {
+	for _, ref := range []clusterv1.ContractVersionedObjectReference{spec.Bootstrap.ConfigRef, spec.InfrastructureRef} {
+		if ref.Name != "" {
+			inUse[templateRef{schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}, ref.Name}] = true
+		}
+	}
+}

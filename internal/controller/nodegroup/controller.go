@@ -1,0 +1,311 @@
+// Package nodegroup is the NodeGroup controller: resolve, render, apply, observe.
+//
+// A value flows one way: the NodeGroup is resolved into a render.Input, rendered into
+// the desired objects, applied by server-side apply (a resync that would change nothing
+// writes nothing), and the MachineDeployment's state is written back as status.
+package nodegroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+)
+
+const (
+	// Finalizer holds a deleted NodeGroup until its MachineDeployment is gone (Cluster
+	// API drains the machines), and only then removes its templates.
+	Finalizer = "nodegroup.io/cleanup"
+	// waitDelay is how soon a pool waiting for something outside its watches (a Secret,
+	// a Service) is looked at again.
+	waitDelay = 30 * time.Second
+	// deletionPoll is how soon a deleting pool checks its MachineDeployment again.
+	deletionPoll = 5 * time.Second
+)
+
+// Reasons of conditions the controller sets itself.
+const (
+	ReasonResolved         = "Resolved"
+	ReasonApplied          = "Applied"
+	ReasonRenderFailed     = "RenderFailed"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonWaiting          = "WaitingForDependencies"
+	ReasonMachinesReady    = "MachinesReady"
+	ReasonMachinesNotReady = "MachinesNotReady"
+)
+
+// templateKinds are the template kinds a pool may have, for clean-up.
+var templateKinds = []schema.GroupVersionKind{
+	talos.GroupVersion.WithKind("TalosConfigTemplate"),
+	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
+}
+
+// Reconciler reconciles NodeGroups.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Catalog   *catalog.Catalog
+	Recorder  record.EventRecorder
+
+	ManagementDNS       types.NamespacedName
+	ManagementDNSDomain string
+
+	resolver *resolve.Resolver
+	applier  *apply.Applier
+}
+
+// Name of the controller.
+func (r *Reconciler) Name() string { return "nodegroup" }
+
+// Applier exposes what the controller sent, for tests.
+func (r *Reconciler) Applier() *apply.Applier { return r.applier }
+
+// +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroups,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroups/finalizers,verbs=update
+// +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroupclasses;locations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinehealthchecks,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigtemplates,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=instancetype.kubevirt.io,resources=virtualmachineclusterinstancetypes,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one pool's objects in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ng := &v1.NodeGroup{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ng); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ng.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, ng)
+	}
+	if !controllerutil.ContainsFinalizer(ng, Finalizer) {
+		patch := client.MergeFrom(ng.DeepCopy())
+		controllerutil.AddFinalizer(ng, Finalizer)
+		if err := r.Client.Patch(ctx, ng, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	before := ng.Status.DeepCopy()
+	result, reconcileErr := r.reconcile(ctx, ng)
+	if err := r.writeStatus(ctx, ng, before); err != nil {
+		return ctrl.Result{}, errors.Join(reconcileErr, err)
+	}
+	return result, reconcileErr
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Result, error) {
+	in, err := r.resolver.Resolve(ctx, ng)
+	if err != nil {
+		return r.resolveFailed(ng, err)
+	}
+	setCondition(ng, v1.ConditionClassResolved, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("class %q: %s", in.ClassName, in.Class.OS))
+	setCondition(ng, v1.ConditionLocationResolved, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("location %q", in.LocationName))
+	setCondition(ng, v1.ConditionClusterFound, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("cluster %q", in.Cluster.Name))
+	ng.Status.OS = in.Class.OS
+	ng.Status.KubernetesVersion = in.KubernetesVersion
+
+	out, err := render.Render(in)
+	if err != nil {
+		var missing *render.ImageNotAvailableError
+		reason := ReasonRenderFailed
+		if errors.As(err, &missing) {
+			reason = resolve.ReasonImageNotAvailable
+		}
+		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, reason, err.Error())
+		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, reason, "the pool's objects could not be rendered")
+		return ctrl.Result{}, nil // a spec or platform change fixes this; both are watched
+	}
+
+	owner := apply.NodeGroupOwner(ng)
+	for _, obj := range out.Objects() {
+		if _, err := r.applier.Apply(ctx, owner, obj); err != nil {
+			setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
+				fmt.Sprintf("applying %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
+			return ctrl.Result{}, err
+		}
+	}
+	md := out.MachineDeployment
+	keep := map[schema.GroupKind]string{
+		out.Bootstrap.GetObjectKind().GroupVersionKind().GroupKind():      out.Bootstrap.GetName(),
+		out.Infrastructure.GetObjectKind().GroupVersionKind().GroupKind(): out.Infrastructure.GetName(),
+	}
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), md.Name, keep, templateKinds...); err != nil {
+		return ctrl.Result{}, err
+	}
+	ng.Status.MachineDeploymentName = md.Name
+	ng.Status.BootstrapTemplateName = out.Bootstrap.GetName()
+	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
+	setCondition(ng, v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
+	return ctrl.Result{}, r.observe(ctx, ng, md.Name)
+}
+
+// observe copies the MachineDeployment's counts into the pool's status.
+func (r *Reconciler) observe(ctx context.Context, ng *v1.NodeGroup, name string) error {
+	md := &clusterv1.MachineDeployment{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: name}, md); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // the cache has not seen our create yet; the MD's event brings us back
+		}
+		return err
+	}
+	ng.Status.Replicas = deref(md.Status.Replicas)
+	ng.Status.ReadyReplicas = deref(md.Status.ReadyReplicas)
+	desired := deref(md.Spec.Replicas)
+	switch {
+	case ng.Status.ReadyReplicas >= desired && ng.Status.Replicas == desired:
+		setCondition(ng, v1.ConditionReady, metav1.ConditionTrue, ReasonMachinesReady,
+			fmt.Sprintf("%d of %d machines ready", ng.Status.ReadyReplicas, desired))
+	default:
+		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonMachinesNotReady,
+			fmt.Sprintf("%d of %d machines ready", ng.Status.ReadyReplicas, desired))
+	}
+	return nil
+}
+
+// resolveFailed records a resolve failure; what runs is left exactly as it is.
+func (r *Reconciler) resolveFailed(ng *v1.NodeGroup, err error) (ctrl.Result, error) {
+	var rerr *resolve.Error
+	if !errors.As(err, &rerr) {
+		return ctrl.Result{}, err // an API error: retried with backoff
+	}
+	setCondition(ng, rerr.Condition, metav1.ConditionFalse, rerr.Reason, rerr.Message)
+	if rerr.Condition != v1.ConditionRendered {
+		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonWaiting, "not rendered: "+rerr.Message)
+	}
+	setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, rerr.Reason, rerr.Message)
+	if rerr.Wait {
+		return ctrl.Result{RequeueAfter: waitDelay}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// finalize deletes the MachineDeployment first and waits for it to go, so Cluster API
+// drains and deletes the machines with their templates still present; then the health
+// check and the templates; then it releases the NodeGroup.
+func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(ng, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	mds := &clusterv1.MachineDeploymentList{}
+	if err := r.APIReader.List(ctx, mds, client.InNamespace(ng.Namespace), poolSelector(ng)); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(mds.Items) > 0 {
+		for i := range mds.Items {
+			md := &mds.Items[i]
+			if md.DeletionTimestamp.IsZero() && ownedBy(md, ng) {
+				if err := r.Client.Delete(ctx, md); client.IgnoreNotFound(err) != nil {
+					return ctrl.Result{}, err
+				}
+				r.event(ng, corev1.EventTypeNormal, "Deleting", "deleting MachineDeployment %s; its machines are drained first", md.Name)
+			}
+		}
+		return ctrl.Result{RequeueAfter: deletionPoll}, nil
+	}
+	mhc := &clusterv1.MachineHealthCheckList{}
+	if err := r.APIReader.List(ctx, mhc, client.InNamespace(ng.Namespace), poolSelector(ng)); err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range mhc.Items {
+		if ownedBy(&mhc.Items[i], ng) {
+			if err := r.Client.Delete(ctx, &mhc.Items[i]); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	// With the MachineDeployment gone no MachineSet of the pool remains, so every
+	// template of the pool is superseded.
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, templateKinds...); err != nil {
+		return ctrl.Result{}, err
+	}
+	patch := client.MergeFrom(ng.DeepCopy())
+	controllerutil.RemoveFinalizer(ng, Finalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, ng, patch))
+}
+
+// poolSelector selects the objects the operator created for a pool.
+func poolSelector(ng *v1.NodeGroup) client.MatchingLabels {
+	return client.MatchingLabels{render.LabelPool: render.LabelValue(ng.Name), render.LabelManagedBy: render.ManagedByValue}
+}
+
+func ownedBy(obj metav1.Object, ng *v1.NodeGroup) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == ng.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// writeStatus writes the status when it changed, and an event for each condition that
+// changed status: a steady state writes nothing.
+func (r *Reconciler) writeStatus(ctx context.Context, ng *v1.NodeGroup, before *v1.NodeGroupStatus) error {
+	ng.Status.ObservedGeneration = ng.Generation
+	for i := range ng.Status.Conditions {
+		ng.Status.Conditions[i].ObservedGeneration = ng.Generation
+	}
+	if statusEqual(before, &ng.Status) {
+		return nil
+	}
+	for _, c := range ng.Status.Conditions {
+		old := meta.FindStatusCondition(before.Conditions, c.Type)
+		if old == nil || old.Status != c.Status || old.Reason != c.Reason {
+			kind := corev1.EventTypeNormal
+			if c.Status == metav1.ConditionFalse {
+				kind = corev1.EventTypeWarning
+			}
+			r.event(ng, kind, c.Reason, "%s=%s: %s", c.Type, c.Status, c.Message)
+		}
+	}
+	return r.Client.Status().Update(ctx, ng)
+}
+
+func (r *Reconciler) event(ng *v1.NodeGroup, kind, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(ng, kind, reason, format, args...)
+	}
+}
+
+func setCondition(ng *v1.NodeGroup, t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&ng.Status.Conditions, metav1.Condition{
+		Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: ng.Generation,
+	})
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+var _ = log.FromContext

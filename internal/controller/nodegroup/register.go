@@ -1,0 +1,128 @@
+package nodegroup
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+)
+
+// Field indexes on NodeGroups, so a change to a class, location or cluster finds the
+// pools it concerns without a list of every pool.
+const (
+	indexClass    = "spec.nodeGroupClassName"
+	indexLocation = "spec.locationName"
+	indexCluster  = "spec.clusterName"
+	indexPool     = "poolLabel"
+)
+
+// CacheOptions keeps the manager's cache to what the operator needs: its own
+// MachineDeployments and health checks, and the MachineSets of its pools, not every
+// object of the management cluster.
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})
+	poolReq, _ := labels.NewRequirement(render.LabelPool, selection.Exists, nil)
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&clusterv1.MachineDeployment{}:  {Label: managed},
+		&clusterv1.MachineHealthCheck{}: {Label: managed},
+		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq)},
+	}}
+}
+
+// Register adds the controller to a manager.
+func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
+	r.resolver = &resolve.Resolver{
+		Client: r.Client, APIReader: r.APIReader, Mapper: mgr.GetRESTMapper(), Catalog: r.Catalog,
+		ManagementDNS: r.ManagementDNS, ManagementDNSDomain: r.ManagementDNSDomain,
+	}
+	r.applier = apply.New(r.Client, r.APIReader)
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor("nodegroup-operator")
+	}
+
+	idx := mgr.GetFieldIndexer()
+	ctx := context.Background()
+	for field, extract := range map[string]func(*v1.NodeGroup) string{
+		indexClass:    func(ng *v1.NodeGroup) string { return ng.Spec.NodeGroupClassName },
+		indexLocation: func(ng *v1.NodeGroup) string { return ng.Spec.LocationName },
+		indexCluster:  func(ng *v1.NodeGroup) string { return ng.Spec.ClusterName },
+		indexPool:     func(ng *v1.NodeGroup) string { return render.LabelValue(ng.Name) },
+	} {
+		if err := idx.IndexField(ctx, &v1.NodeGroup{}, field, func(o client.Object) []string {
+			return []string{extract(o.(*v1.NodeGroup))}
+		}); err != nil {
+			return err
+		}
+	}
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(r.Name()).
+		For(&v1.NodeGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()))).
+		Owns(&clusterv1.MachineDeployment{}).
+		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel)).
+		Watches(&v1.NodeGroupClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexClass, false))).
+		Watches(&v1.Location{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexLocation, false))).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexCluster, true))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)}).
+		Complete(r)
+}
+
+// deletionPredicate lets a NodeGroup's deletion through (it changes no generation).
+func deletionPredicate() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }}
+}
+
+// poolsBy maps an object to the pools that name it through a field index; namespaced
+// objects (Clusters) only concern pools of their own namespace.
+func (r *Reconciler) poolsBy(field string, namespaced bool) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		opts := []client.ListOption{client.MatchingFields{field: obj.GetName()}}
+		if namespaced {
+			opts = append(opts, client.InNamespace(obj.GetNamespace()))
+		}
+		return r.requests(ctx, opts...)
+	}
+}
+
+// poolsByLabel maps a MachineSet to its pool through the pool label.
+func (r *Reconciler) poolsByLabel(ctx context.Context, obj client.Object) []reconcile.Request {
+	value, ok := obj.GetLabels()[render.LabelPool]
+	if !ok {
+		return nil
+	}
+	return r.requests(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPool: value})
+}
+
+func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var pools v1.NodeGroupList
+	if err := r.Client.List(ctx, &pools, opts...); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(pools.Items))
+	for _, p := range pools.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+	}
+	return out
+}
+
+// statusEqual compares statuses ignoring condition timestamps, which SetStatusCondition
+// only moves on a transition anyway.
+func statusEqual(a, b *v1.NodeGroupStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}

@@ -1,0 +1,41 @@
+package render
+
+// Labels and annotations the operator writes.
+const (
+	// LabelPool marks every object of a pool with the pool's name (as a label value).
+	LabelPool = "nodegroup.io/pool"
+	// LabelManagedBy marks what the operator created; it never deletes anything without it.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy.
+	ManagedByValue = "nodegroup-operator"
+	// LabelClusterName is Cluster API's cluster label.
+	LabelClusterName = "cluster.x-k8s.io/cluster-name"
+
+	// NodeLabelPool and NodeLabelLocation reach the Node: Cluster API syncs labels in the
+	// node.cluster.x-k8s.io domain from Machine to Node.
+	NodeLabelPool     = "node.cluster.x-k8s.io/nodegroup"
+	NodeLabelLocation = "node.cluster.x-k8s.io/location"
+	// NodeRolePrefix labels are synced from Machine to Node by Cluster API too (the
+	// kubelet may not set them itself).
+	NodeRolePrefix = "node-role.kubernetes.io/"
+	// Topology labels are set by the kubelet from the bootstrap config; Cluster API does
+	// not sync them.
+	NodeLabelRegion = "topology.kubernetes.io/region"
+	NodeLabelZone   = "topology.kubernetes.io/zone"
+
+	// AnnotationTemplateHashVersion records the HashVersion a template was named with.
+	AnnotationTemplateHashVersion = "nodegroup.io/template-hash-version"
+
+	// Autoscaler annotations (cluster-autoscaler, clusterapi provider).
+	AnnotationMinSize          = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+	AnnotationMaxSize          = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+	capacityPrefix             = "capacity.cluster-autoscaler.kubernetes.io/"
+	AnnotationCapacityCPU      = capacityPrefix + "cpu"
+	AnnotationCapacityMemory   = capacityPrefix + "memory"
+	AnnotationCapacityDisk     = capacityPrefix + "ephemeral-disk"
+	AnnotationCapacityMaxPods  = capacityPrefix + "maxPods"
+	AnnotationCapacityLabels   = capacityPrefix + "labels"
+	AnnotationCapacityTaints   = capacityPrefix + "taints"
+	AnnotationCapacityGPUType  = capacityPrefix + "gpu-type"
+	AnnotationCapacityGPUCount = capacityPrefix + "gpu-count"
+)

@@ -1,0 +1,108 @@
+package render
+
+import (
+	"fmt"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+)
+
+// Output is the desired state of one pool.
+type Output struct {
+	// Bootstrap is the bootstrap config template (TalosConfigTemplate for Talos classes).
+	Bootstrap client.Object
+	// Infrastructure is the machine template (KubevirtMachineTemplate).
+	Infrastructure *capk.KubevirtMachineTemplate
+	// MachineDeployment runs the pool.
+	MachineDeployment *clusterv1.MachineDeployment
+	// MachineHealthCheck replaces the pool's unhealthy machines.
+	MachineHealthCheck *clusterv1.MachineHealthCheck
+}
+
+// Objects lists the desired objects in the order they are applied: the templates before
+// the MachineDeployment that references them.
+func (o *Output) Objects() []client.Object {
+	return []client.Object{o.Bootstrap, o.Infrastructure, o.MachineDeployment, o.MachineHealthCheck}
+}
+
+// Render computes the desired objects of a pool.
+func Render(in *Input) (*Output, error) {
+	if err := checkInput(in); err != nil {
+		return nil, err
+	}
+	infra, err := kubevirtMachineTemplate(in)
+	if err != nil {
+		return nil, err
+	}
+	if err := nameTemplate(in, infra, infra.Spec); err != nil {
+		return nil, err
+	}
+
+	var bootstrap client.Object
+	switch in.Class.OS {
+	case v1.OSTalos:
+		t, err := TalosConfigTemplate(in, "")
+		if err != nil {
+			return nil, err
+		}
+		if err := nameTemplate(in, t, t.Spec); err != nil {
+			return nil, err
+		}
+		bootstrap = t
+	default:
+		return nil, fmt.Errorf("class %q: os %q is not supported by this operator version", in.ClassName, in.Class.OS)
+	}
+
+	md := machineDeployment(in, templateRef(bootstrap), templateRef(infra))
+	return &Output{
+		Bootstrap:          bootstrap,
+		Infrastructure:     infra,
+		MachineDeployment:  md,
+		MachineHealthCheck: machineHealthCheck(in),
+	}, nil
+}
+
+// nameTemplate names a template after its content and labels it as the pool's.
+func nameTemplate(in *Input, obj client.Object, spec any) error {
+	hash, err := contentHash(spec)
+	if err != nil {
+		return err
+	}
+	obj.SetName(TemplateName(in.Name, hash))
+	obj.SetNamespace(in.Namespace)
+	obj.SetLabels(objectLabels(in))
+	obj.SetAnnotations(map[string]string{AnnotationTemplateHashVersion: HashVersion})
+	return nil
+}
+
+// templateRef is the v1beta2 contract reference to a template: group, kind and name.
+func templateRef(obj client.Object) clusterv1.ContractVersionedObjectReference {
+	var group, kind string
+	switch obj.(type) {
+	case *talos.TalosConfigTemplate:
+		group, kind = talos.GroupVersion.Group, "TalosConfigTemplate"
+	case *capk.KubevirtMachineTemplate:
+		group, kind = capk.GroupVersion.Group, "KubevirtMachineTemplate"
+	}
+	return clusterv1.ContractVersionedObjectReference{APIGroup: group, Kind: kind, Name: obj.GetName()}
+}
+
+// checkInput refuses an Input that resolve should never produce, with a message that
+// says what is missing, rather than rendering something broken.
+func checkInput(in *Input) error {
+	switch {
+	case in.Namespace == "" || in.Name == "":
+		return fmt.Errorf("pool has no namespace or name")
+	case in.Cluster.Name == "":
+		return fmt.Errorf("pool %s/%s: no cluster", in.Namespace, in.Name)
+	case in.KubernetesVersion == "":
+		return fmt.Errorf("pool %s/%s: no Kubernetes version resolved", in.Namespace, in.Name)
+	case in.Machine.InstanceType == "" && (in.Machine.MilliCPU <= 0 || in.Machine.MemoryBytes <= 0):
+		return fmt.Errorf("pool %s/%s: no machine size resolved", in.Namespace, in.Name)
+	}
+	return nil
+}

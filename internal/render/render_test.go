@@ -1,0 +1,207 @@
+package render
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+)
+
+// baseInput is a default Talos pool with fixed secrets (checked-in test CAs), so golden
+// files are stable.
+func baseInput(t testing.TB) *Input {
+	t.Helper()
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	cat := catalog.Default()
+	rel, ok := cat.Lookup("v1.35")
+	if !ok {
+		t.Fatal("catalog has no v1.35")
+	}
+	return &Input{
+		Namespace: "tenant-a",
+		Name:      "workers",
+		Spec: v1.NodeGroupSpec{
+			ClusterName: "tenant-a", NodeGroupClassName: "talos", LocationName: "in-cluster",
+			MinReplicas: 1, MaxReplicas: 3,
+			Resources:        &v1.MachineResources{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
+			EphemeralStorage: resource.MustParse("20Gi"),
+		},
+		ClassName:    "talos",
+		Class:        v1.NodeGroupClassSpec{OS: v1.OSTalos},
+		LocationName: "in-cluster",
+		Location: v1.LocationSpec{Provider: v1.LocationProvider{Type: v1.ProviderKubeVirt,
+			KubeVirt: &v1.KubeVirtProvider{EvictionStrategy: "External"}}},
+		Cluster: Cluster{
+			Name: "tenant-a", ControlPlaneHost: "tenant-a.tenant-a.svc", ControlPlanePort: 6443,
+			ServiceCIDRs: []string{"10.95.0.0/16"}, PodCIDRs: []string{"10.244.0.0/16"}, DNSDomain: "cluster.local",
+			TenantDNS:     "10.95.0.10",
+			APIServer:     ServiceAddress{Name: "tenant-a", Namespace: "tenant-a", ClusterIP: "10.96.12.34"},
+			ManagementDNS: "10.96.0.10", ManagementDNSDomain: "cluster.local",
+		},
+		Release:           rel,
+		Factory:           cat.TalosFactory,
+		KubernetesVersion: rel.Kubernetes,
+		Machine:           MachineSize{MilliCPU: 2000, MemoryBytes: 4 << 30},
+		TalosSecrets: &TalosSecrets{
+			MachineToken: "w7ysn3.2ti4qmz2k6ajb9nt", MachineCACert: read("machine-ca.crt"), ClusterCACert: read("cluster-ca.crt"),
+			ClusterID: "Nhx0p0XcSPVpeFbSiGrMbT6cVTuqc1UwIuJ0jZ_6rzI=", ClusterSecret: "bx4j3zGGpZ1lx1D0dw4XzVLHzJ8lwnhc0eMdQ+k6sF0=",
+			BootstrapToken: "abcdef.0123456789abcdef",
+		},
+	}
+}
+
+// goldenCases are the render cases held by golden files in testdata/.
+func goldenCases(t testing.TB) map[string]*Input {
+	with := func(f func(in *Input)) *Input {
+		in := baseInput(t)
+		f(in)
+		return in
+	}
+	return map[string]*Input{
+		"talos-default": baseInput(t),
+		"autoscaled-from-zero": with(func(in *Input) {
+			in.Spec.MinReplicas, in.Spec.MaxReplicas = 0, 10
+		}),
+		"fixed-size": with(func(in *Input) { in.Spec.MinReplicas, in.Spec.MaxReplicas = 3, 3 }),
+		"instancetype": with(func(in *Input) {
+			in.Spec.Resources, in.Spec.InstanceType = nil, "u1.xlarge"
+			in.Machine = MachineSize{MilliCPU: 4000, MemoryBytes: 16 << 30, InstanceType: "u1.xlarge"}
+		}),
+		"resources-large": with(func(in *Input) {
+			in.Spec.Resources = &v1.MachineResources{CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
+			in.Machine = MachineSize{MilliCPU: 16000, MemoryBytes: 64 << 30}
+			in.Spec.EphemeralStorage = resource.MustParse("100Gi")
+		}),
+		"roles": with(func(in *Input) { in.Spec.Roles = []string{"worker", "ingress"} }),
+		"labels-and-taints": with(func(in *Input) {
+			in.Spec.Labels = map[string]v1.LabelValue{"example.com/team": "payments", "tier": "backend"}
+			in.Spec.Taints = []v1.Taint{{Key: "example.com/dedicated", Value: "payments", Effect: "NoSchedule"}, {Key: "spot", Effect: "PreferNoSchedule"}}
+		}),
+		"gpu": with(func(in *Input) {
+			in.Spec.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", Count: 2}}
+			in.Spec.KernelModules = []string{"nvidia", "nvidia_uvm"}
+			in.Spec.Taints = []v1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}}
+		}),
+		"custom-class": with(func(in *Input) {
+			in.ClassName, in.Spec.NodeGroupClassName = "talos-hardened", "talos-hardened"
+			in.Class = v1.NodeGroupClassSpec{OS: v1.OSTalos, Talos: &v1.TalosClassSpec{
+				Extensions: []string{"siderolabs/iscsi-tools"}, KernelArgs: []string{"talos.dashboard.disabled=1"},
+				InstallerRepository: "registry.example.com/talos/installer",
+			}}
+		}),
+		"long-names": with(func(in *Input) {
+			in.Name = strings.Repeat("pool", 15) + ".web"
+			in.Cluster.Name = "a-tenant-cluster-with-a-rather-long-name"
+			in.Spec.ClusterName = in.Cluster.Name
+		}),
+		"hostile-strings": with(func(in *Input) {
+			// Values the CRD would refuse, fed straight to render: they must come out as
+			// inert data, never as something a shell or a YAML parser executes.
+			in.Spec.Labels = map[string]v1.LabelValue{"example.com/x": "a\"; rm -rf / #", "y": "$(reboot)"}
+			in.Spec.Taints = []v1.Taint{{Key: "k", Value: "`id`\n- evil: true", Effect: "NoSchedule"}}
+			in.Spec.Roles = []string{"worker; reboot"}
+		}),
+		"yaml-lookalike-strings": with(func(in *Input) {
+			// Valid label values that a careless YAML writer would turn into booleans,
+			// nulls or numbers; they must stay strings.
+			in.Spec.Labels = map[string]v1.LabelValue{"a": "true", "b": "null", "c": "1e3", "d": "0x1F", "e": "on", "example.com/f": "Null"}
+			in.Spec.Taints = []v1.Taint{{Key: "yes", Value: "no", Effect: "NoSchedule"}}
+			in.Spec.Roles = []string{"null"}
+		}),
+		"location-fsn1": with(func(in *Input) {
+			in.LocationName, in.Spec.LocationName = "fsn1", "fsn1"
+			in.Location = v1.LocationSpec{Region: "eu-central", Zone: "fsn1-a", Provider: v1.LocationProvider{Type: v1.ProviderKubeVirt,
+				KubeVirt: &v1.KubeVirtProvider{StorageClassName: "replicated", EvictionStrategy: "LiveMigrate",
+					Networks: []v1.KubeVirtNetwork{{Name: "storage", NetworkName: "infra/storage-net"}}}}}
+		}),
+		"version-bump": with(func(in *Input) { in.KubernetesVersion = "v1.35.5" }),
+		"rollout-and-healthcheck": with(func(in *Input) {
+			in.Spec.Rollout = &v1.Rollout{MaxSurge: ptr(intstr.FromString("50%")), MaxUnavailable: ptr(intstr.FromInt32(1))}
+			in.Spec.HealthCheck = &v1.HealthCheck{NodeStartupTimeout: &metav1.Duration{Duration: 900e9},
+				UnhealthyNotReadyTimeout: &metav1.Duration{Duration: 120e9}, MaxUnhealthy: ptr(intstr.FromString("100%"))}
+		}),
+		"talos-tuning": with(func(in *Input) {
+			in.Spec.OSImage = "registry.example.com/talos/installer:v1.12.12"
+			in.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"net.core.somaxconn": "65535", "vm.max_map_count": "262144"}}
+		}),
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	for name, in := range goldenCases(t) {
+		t.Run(name, func(t *testing.T) {
+			out, err := Render(in)
+			if err != nil {
+				if name == "hostile-strings" {
+					// render refuses values a shell or the kubelet would misread: that
+					// refusal is the golden output.
+					checkGolden(t, name, []byte("error: "+err.Error()+"\n"))
+					return
+				}
+				t.Fatal(err)
+			}
+			first := marshalOutput(t, out)
+			again, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(first, marshalOutput(t, again)) {
+				t.Fatal("two renders of the same input differ")
+			}
+			checkGolden(t, name, first)
+		})
+	}
+}
+
+// TestVersionBumpChangesOnlyVersionAndTemplates: a patch bump renames the bootstrap
+// template (its kubelet image changed) and sets the new version, nothing else.
+func TestVersionBumpChangesOnlyVersionAndTemplates(t *testing.T) {
+	cases := goldenCases(t)
+	a, err := Render(cases["talos-default"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Render(cases["version-bump"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Infrastructure.Name != b.Infrastructure.Name {
+		t.Errorf("the machine template changed on a patch bump: %s -> %s", a.Infrastructure.Name, b.Infrastructure.Name)
+	}
+	if a.Bootstrap.GetName() == b.Bootstrap.GetName() {
+		t.Errorf("the bootstrap template kept its name %s across a kubelet version change", a.Bootstrap.GetName())
+	}
+	ma, mb := a.MachineDeployment.DeepCopy(), b.MachineDeployment.DeepCopy()
+	if mb.Spec.Template.Spec.Version != "v1.35.5" {
+		t.Errorf("version = %s", mb.Spec.Template.Spec.Version)
+	}
+	mb.Spec.Template.Spec.Version = ma.Spec.Template.Spec.Version
+	mb.Spec.Template.Spec.Bootstrap.ConfigRef.Name = ma.Spec.Template.Spec.Bootstrap.ConfigRef.Name
+	if !bytes.Equal(mustJSON(t, ma), mustJSON(t, mb)) {
+		t.Errorf("the MachineDeployment changed beyond version and bootstrap template:\n%s\n%s", mustJSON(t, ma), mustJSON(t, mb))
+	}
+}
+
+func BenchmarkRenderTalos(b *testing.B) {
+	in := baseInput(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Render(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,707 @@
+package render
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
+	"github.com/siderolabs/talos/pkg/machinery/config/validation"
+	yamlv3 "gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+)
+
+// testCAs are two self-signed CA certificates (PEM), made once per test binary. They are
+// random, so tests compare rendered output with itself, never with fixed bytes.
+var testCAs = sync.OnceValues(func() (string, string) {
+	return testCAPEM("talos-machine-ca"), testCAPEM("kubernetes")
+})
+
+func testCAPEM(cn string) string {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Unix(0, 0),
+		NotAfter:              time.Unix(0, 0).Add(100 * 365 * 24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+// testTalosInput is a Talos pool as resolve would hand it over: pool workers of tenant-a,
+// 2 CPU / 4Gi, on Kubernetes v1.35 from the compiled-in catalog, its cluster served by
+// the apiserver Service tenant-a/tenant-a in the management cluster.
+func testTalosInput() *Input {
+	machineCA, clusterCA := testCAs()
+	cat := catalog.Default()
+	rel, ok := cat.Lookup("v1.35")
+	if !ok {
+		panic("catalog has no v1.35")
+	}
+	return &Input{
+		Namespace: "tenant-a",
+		Name:      "workers",
+		Spec: v1.NodeGroupSpec{
+			ClusterName:        "tenant-a",
+			NodeGroupClassName: v1.BuiltinTalosClass,
+			MinReplicas:        1,
+			MaxReplicas:        3,
+			Resources:          &v1.MachineResources{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
+			EphemeralStorage:   resource.MustParse("20Gi"),
+		},
+		ClassName:    v1.BuiltinTalosClass,
+		Class:        v1.NodeGroupClassSpec{OS: v1.OSTalos},
+		LocationName: v1.BuiltinLocation,
+		Location:     v1.LocationSpec{Provider: v1.LocationProvider{KubeVirt: &v1.KubeVirtProvider{}}},
+		Cluster: Cluster{
+			Name:                "tenant-a",
+			ControlPlaneHost:    "tenant-a.tenant-a.svc",
+			ControlPlanePort:    6443,
+			ServiceCIDRs:        []string{"10.95.0.0/16"},
+			PodCIDRs:            []string{"10.244.0.0/16"},
+			DNSDomain:           "cluster.local",
+			TenantDNS:           "10.95.0.10",
+			APIServer:           ServiceAddress{Name: "tenant-a", Namespace: "tenant-a", ClusterIP: "10.96.12.34"},
+			ManagementDNS:       "10.96.0.10",
+			ManagementDNSDomain: "cluster.local",
+		},
+		Release:           rel,
+		Factory:           cat.TalosFactory,
+		KubernetesVersion: rel.Kubernetes,
+		Machine:           MachineSize{MilliCPU: 2000, MemoryBytes: 4 << 30},
+		TalosSecrets: &TalosSecrets{
+			MachineToken:   "w7ysn3.2ti4qmz2k6ajb9nt",
+			MachineCACert:  machineCA,
+			ClusterCACert:  clusterCA,
+			ClusterID:      "Nhx0p0XcSPVpeFbSiGrMbT6cVTuqc1UwIuJ0jZ_6rzI=",
+			ClusterSecret:  "bx4j3zGGpZ1lx1D0dw4XzVLHzJ8lwnhc0eMdQ+k6sF0=",
+			BootstrapToken: "abcdef.0123456789abcdef",
+		},
+	}
+}
+
+// testTalosFullInput is testTalosInput with every optional Talos knob set.
+func testTalosFullInput() *Input {
+	in := testTalosInput()
+	in.Location.Region = "eu-central"
+	in.Location.Zone = "eu-central-1a"
+	in.Spec.Labels = map[string]v1.LabelValue{
+		"example.com/team": "payments",
+		"tier":             "backend",
+		"gpu":              "",
+	}
+	in.Spec.Taints = []v1.Taint{
+		{Key: "example.com/dedicated", Value: "payments", Effect: "NoSchedule"},
+		{Key: "spot", Effect: "PreferNoSchedule"},
+	}
+	in.Spec.KernelModules = []string{"nvidia", "br_netfilter"}
+	in.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{
+		"net.core.somaxconn":               "65535",
+		"vm.max_map_count":                 "262144",
+		"net/ipv4/conf/eth0.100/rp_filter": "0",
+	}}
+	in.Spec.OSImage = "registry.example.com/talos/installer:v1.12.12"
+	in.Class.Talos = &v1.TalosClassSpec{
+		Extensions:          []string{"siderolabs/nvidia-container-toolkit-lts", "siderolabs/nvidia-open-gpu-kernel-modules-lts"},
+		KernelArgs:          []string{"console=ttyS0", "net.ifnames=0"},
+		InstallerRepository: "registry.example.com/factory/installer",
+	}
+	return in
+}
+
+// vmMode is a Talos runtime mode for validation. Pools run the openstack image under
+// CAPK, which is Talos' cloud mode; metal mode requires install instructions and is
+// checked as well, so the install section stays complete.
+type vmMode struct {
+	name    string
+	install bool
+}
+
+func (m vmMode) String() string        { return m.name }
+func (m vmMode) RequiresInstall() bool { return m.install }
+func (m vmMode) InContainer() bool     { return false }
+
+// loadTalos parses a rendered machine config the way Talos does (unknown fields are
+// errors) and validates it strictly (warnings are errors) in cloud and metal modes.
+func loadTalos(t *testing.T, data string) config.Provider {
+	t.Helper()
+	cfg, err := configloader.NewFromBytes([]byte(data))
+	if err != nil {
+		t.Fatalf("Talos refuses to load the machine config: %v\n%s", err, data)
+	}
+	for _, mode := range []validation.RuntimeMode{vmMode{"cloud", false}, vmMode{"metal", true}} {
+		warnings, err := cfg.Validate(mode, validation.WithStrict())
+		if err != nil {
+			t.Fatalf("Talos validation (%s mode) fails: %v\n%s", mode, err, data)
+		}
+		if len(warnings) > 0 {
+			t.Fatalf("Talos validation (%s mode) warns: %v", mode, warnings)
+		}
+	}
+	return cfg
+}
+
+func renderTalos(t *testing.T, in *Input) (string, *v1alpha1.Config) {
+	t.Helper()
+	data, err := TalosMachineConfig(in)
+	if err != nil {
+		t.Fatalf("TalosMachineConfig: %v", err)
+	}
+	return data, loadTalos(t, data).RawV1Alpha1()
+}
+
+func TestTalosMachineConfigDefaultPool(t *testing.T) {
+	in := testTalosInput()
+	_, raw := renderTalos(t, in)
+	m, c := raw.MachineConfig, raw.ClusterConfig
+	s := in.TalosSecrets
+
+	eq := func(what string, got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %#v, want %#v", what, got, want)
+		}
+	}
+	eq("version", raw.ConfigVersion, "v1alpha1")
+	eq("machine.type", m.MachineType, "worker")
+	eq("machine.token", m.MachineToken, s.MachineToken)
+	eq("machine.ca.crt", string(m.MachineCA.Crt), s.MachineCACert)
+	eq("machine.ca.key", len(m.MachineCA.Key), 0)
+	eq("machine.kubelet.image", m.MachineKubelet.KubeletImage, "ghcr.io/siderolabs/kubelet:v1.35.4")
+	eq("machine.kubelet.clusterDNS", m.MachineKubelet.KubeletClusterDNS, []string{"10.95.0.10"})
+	eq("machine.kubelet.extraArgs", len(m.MachineKubelet.KubeletExtraArgs), 0)
+	eq("machine.install.disk", m.MachineInstall.InstallDisk, "/dev/vda")
+	eq("machine.install.image", m.MachineInstall.InstallImage,
+		"factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.12.12")
+	eq("machine.install.extraKernelArgs", len(m.MachineInstall.InstallExtraKernelArgs), 0)
+	eq("machine.kernel", m.MachineKernel, (*v1alpha1.KernelConfig)(nil))
+	eq("machine.sysctls", len(m.MachineSysctls), 0)
+	eq("machine.network.nameservers", m.MachineNetwork.NameServers, []string{"10.96.0.10"})
+	eq("machine.network.searchDomains", m.MachineNetwork.Searches,
+		[]string{"tenant-a.svc.cluster.local", "svc.cluster.local", "cluster.local"})
+	eq("machine.network.extraHostEntries", len(m.MachineNetwork.ExtraHostEntries), 1)
+	eq("machine.network.extraHostEntries[0].ip", m.MachineNetwork.ExtraHostEntries[0].HostIP, "10.96.12.34")
+	eq("machine.network.extraHostEntries[0].aliases", m.MachineNetwork.ExtraHostEntries[0].HostAliases,
+		[]string{"tenant-a", "tenant-a.tenant-a", "tenant-a.tenant-a.svc", "tenant-a.tenant-a.svc.cluster.local"})
+
+	eq("cluster.id", c.ClusterID, s.ClusterID)
+	eq("cluster.secret", c.ClusterSecret, s.ClusterSecret)
+	eq("cluster.token", c.BootstrapToken, s.BootstrapToken)
+	eq("cluster.ca.crt", string(c.ClusterCA.Crt), s.ClusterCACert)
+	eq("cluster.ca.key", len(c.ClusterCA.Key), 0)
+	eq("cluster.controlPlane.endpoint", c.ControlPlane.Endpoint.String(), "https://tenant-a.tenant-a.svc:6443")
+	eq("cluster.clusterName", c.ClusterName, "tenant-a")
+	eq("cluster.network.dnsDomain", c.ClusterNetwork.DNSDomain, "cluster.local")
+	eq("cluster.network.podSubnets", c.ClusterNetwork.PodSubnet, []string{"10.244.0.0/16"})
+	eq("cluster.network.serviceSubnets", c.ClusterNetwork.ServiceSubnet, []string{"10.95.0.0/16"})
+}
+
+// TestTalosKubeletReservations pins the kubelet's reservations to Reserve: the
+// autoscaler's capacity annotations subtract the same numbers.
+func TestTalosKubeletReservations(t *testing.T) {
+	for _, size := range []MachineSize{
+		{MilliCPU: 2000, MemoryBytes: 4 << 30},
+		{MilliCPU: 1500, MemoryBytes: 3<<30 + 512<<20},
+		{MilliCPU: 64000, MemoryBytes: 256 << 30},
+	} {
+		t.Run(fmt.Sprintf("%dm-%dMi", size.MilliCPU, size.MemoryBytes>>20), func(t *testing.T) {
+			in := testTalosInput()
+			in.Machine = size
+			_, raw := renderTalos(t, in)
+			r := Reserve(size)
+			want := map[string]any{
+				"kubeReserved": map[string]any{
+					"cpu":    MilliCPUString(r.KubeReservedMilliCPU),
+					"memory": MemoryString(r.KubeReservedMemoryBytes),
+				},
+				"systemReserved": map[string]any{
+					"cpu":               MilliCPUString(r.SystemReservedMilliCPU),
+					"memory":            MemoryString(r.SystemReservedMemoryBytes),
+					"ephemeral-storage": "256Mi",
+					"pid":               "100",
+				},
+				"evictionHard": map[string]any{
+					"memory.available":   MemoryString(r.EvictionHardMemoryBytes),
+					"nodefs.available":   "10%",
+					"nodefs.inodesFree":  "5%",
+					"imagefs.available":  "15%",
+					"imagefs.inodesFree": "5%",
+				},
+				"maxPods": int(r.MaxPods),
+			}
+			if got := raw.MachineConfig.MachineKubelet.KubeletExtraConfig.Object; !reflect.DeepEqual(got, want) {
+				t.Errorf("kubelet extraConfig =\n%#v\nwant\n%#v", got, want)
+			}
+		})
+	}
+}
+
+func TestTalosMachineConfigFullPool(t *testing.T) {
+	in := testTalosFullInput()
+	_, raw := renderTalos(t, in)
+	m := raw.MachineConfig
+
+	wantLabels := "example.com/team=payments,gpu=,tier=backend," +
+		"topology.kubernetes.io/region=eu-central,topology.kubernetes.io/zone=eu-central-1a"
+	if got := m.MachineKubelet.KubeletExtraArgs; !reflect.DeepEqual(got, map[string]string{"node-labels": wantLabels}) {
+		t.Errorf("kubelet extraArgs = %v, want node-labels %s", got, wantLabels)
+	}
+	wantTaints := []any{
+		map[string]any{"key": "example.com/dedicated", "value": "payments", "effect": "NoSchedule"},
+		map[string]any{"key": "spot", "effect": "PreferNoSchedule"},
+	}
+	if got := m.MachineKubelet.KubeletExtraConfig.Object["registerWithTaints"]; !reflect.DeepEqual(got, wantTaints) {
+		t.Errorf("registerWithTaints = %#v, want %#v", got, wantTaints)
+	}
+	if got, want := m.MachineInstall.InstallImage, in.Spec.OSImage; got != want {
+		t.Errorf("install image = %q, want the pool's osImage %q", got, want)
+	}
+	if got, want := m.MachineInstall.InstallExtraKernelArgs, in.Class.Talos.KernelArgs; !reflect.DeepEqual(got, want) {
+		t.Errorf("extraKernelArgs = %v, want %v", got, want)
+	}
+	if len(m.MachineInstall.InstallExtensions) != 0 {
+		t.Errorf("install extensions = %v: extensions belong in the schematic", m.MachineInstall.InstallExtensions)
+	}
+	var modules []string
+	for _, mod := range m.MachineKernel.KernelModules {
+		modules = append(modules, mod.ModuleName)
+	}
+	if !reflect.DeepEqual(modules, in.Spec.KernelModules) {
+		t.Errorf("kernel modules = %v, want %v", modules, in.Spec.KernelModules)
+	}
+	wantSysctls := map[string]string{}
+	for k, v := range in.Spec.Talos.Sysctls {
+		wantSysctls[k] = string(v)
+	}
+	if !reflect.DeepEqual(m.MachineSysctls, wantSysctls) {
+		t.Errorf("sysctls = %v, want %v", m.MachineSysctls, wantSysctls)
+	}
+
+	// Without osImage, the class's installer repository replaces the catalog's.
+	in.Spec.OSImage = ""
+	_, raw = renderTalos(t, in)
+	want := "registry.example.com/factory/installer/" + in.Release.Talos.Schematic + ":" + in.Release.Talos.Version
+	if got := raw.MachineConfig.MachineInstall.InstallImage; got != want {
+		t.Errorf("install image = %q, want %q", got, want)
+	}
+}
+
+// hostileStrings are what an attacker would try if a tenant string ever reached a shell,
+// a template or a YAML document as text.
+var hostileStrings = []string{
+	`a"; rm -rf / #`,
+	`$(reboot)`,
+	"`reboot`",
+	"line1\nline2\n",
+	"\r\n- injected: true",
+	`: {}`,
+	`{{ .Values }}`,
+	`'single' "double"`,
+	`&anchor *alias !tag | > % @`,
+	`---`,
+	`true`,
+	`0x1F`,
+	`~`,
+	"tab\there",
+	"\\n not a newline",
+	"ünïcødé ☃",
+}
+
+// TestTalosHostileStringsStayData checks that tenant strings placed in the config as
+// YAML values come back from Talos' own parser exactly as given: no quoting trick
+// escapes the value, adds a field or changes a type.
+func TestTalosHostileStringsStayData(t *testing.T) {
+	in := testTalosInput()
+	in.Spec.Taints = nil
+	in.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{}}
+	for i, s := range hostileStrings {
+		in.Spec.Taints = append(in.Spec.Taints, v1.Taint{Key: fmt.Sprintf("example.com/t%d", i), Value: s, Effect: "NoExecute"})
+		in.Spec.Taints = append(in.Spec.Taints, v1.Taint{Key: s, Effect: "NoSchedule"})
+		in.Spec.Talos.Sysctls[fmt.Sprintf("net.core.hostile%d", i)] = v1.SysctlValue(s)
+	}
+	_, raw := renderTalos(t, in)
+
+	got, _ := raw.MachineConfig.MachineKubelet.KubeletExtraConfig.Object["registerWithTaints"].([]any)
+	if len(got) != len(in.Spec.Taints) {
+		t.Fatalf("registerWithTaints has %d entries, want %d: %#v", len(got), len(in.Spec.Taints), got)
+	}
+	for i, want := range in.Spec.Taints {
+		g, _ := got[i].(map[string]any)
+		if g["key"] != want.Key || want.Value != "" && g["value"] != want.Value || g["effect"] != string(want.Effect) {
+			t.Errorf("taint %d = %#v, want %+v", i, g, want)
+		}
+		if _, has := g["value"]; want.Value == "" && has {
+			t.Errorf("taint %d has a value %#v, want none", i, g["value"])
+		}
+	}
+	for k, want := range in.Spec.Talos.Sysctls {
+		if got := raw.MachineConfig.MachineSysctls[k]; got != string(want) {
+			t.Errorf("sysctl %s = %q, want %q", k, got, want)
+		}
+	}
+	if n := len(raw.MachineConfig.MachineSysctls); n != len(in.Spec.Talos.Sysctls) {
+		t.Errorf("%d sysctls, want %d", n, len(in.Spec.Talos.Sysctls))
+	}
+}
+
+// TestTalosRefusesWhatWouldNotStayData covers the places where a tenant string leaves
+// YAML for another text format: the kubelet's comma-separated --node-labels flag and
+// sysctl names that Talos turns into paths. Those are refused, never rendered.
+func TestTalosRefusesWhatWouldNotStayData(t *testing.T) {
+	cases := []struct {
+		name   string
+		edit   func(in *Input)
+		substr string
+	}{
+		{"label value with a comma adds a label", func(in *Input) {
+			in.Spec.Labels = map[string]v1.LabelValue{"tier": "x,node-role.kubernetes.io/control-plane="}
+		}, `node label "tier"`},
+		{"label value with an equals sign", func(in *Input) {
+			in.Spec.Labels = map[string]v1.LabelValue{"tier": "a=b"}
+		}, `node label "tier"`},
+		{"label key with a comma", func(in *Input) {
+			in.Spec.Labels = map[string]v1.LabelValue{"a=b,c": "d"}
+		}, `node label key "a=b,c"`},
+		{"label key in a reserved domain", func(in *Input) {
+			in.Spec.Labels = map[string]v1.LabelValue{"node-role.kubernetes.io/control-plane": ""}
+		}, "reserved domain"},
+		{"tenant topology label", func(in *Input) {
+			in.Spec.Labels = map[string]v1.LabelValue{"topology.kubernetes.io/zone": "x"}
+		}, "reserved domain"},
+		{"location zone that is not a label value", func(in *Input) {
+			in.Location.Zone = "a b"
+		}, `"topology.kubernetes.io/zone"`},
+		{"sysctl name that climbs out of /proc/sys", func(in *Input) {
+			in.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"net/../../../var/lib/x": "1"}}
+		}, "sysctl"},
+		{"sysctl name with an empty component", func(in *Input) {
+			in.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"net.//.x": "1"}}
+		}, "sysctl"},
+		{"kernel module path", func(in *Input) {
+			in.Spec.KernelModules = []string{"../../evil"}
+		}, "kernel module"},
+		{"kernel argument with a space", func(in *Input) {
+			in.Class.Talos = &v1.TalosClassSpec{KernelArgs: []string{"console=ttyS0 init=/bin/sh"}}
+		}, "kernel argument"},
+		{"taint effect", func(in *Input) {
+			in.Spec.Taints = []v1.Taint{{Key: "a", Effect: "Evict"}}
+		}, "effect"},
+		{"CA bundle carrying a private key", func(in *Input) {
+			in.TalosSecrets.ClusterCACert += "-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n"
+		}, `"EC PRIVATE KEY"`},
+		{"CA that is not PEM", func(in *Input) {
+			in.TalosSecrets.MachineCACert = "not a certificate"
+		}, "machine CA certificate"},
+		{"missing machine token", func(in *Input) {
+			in.TalosSecrets.MachineToken = ""
+		}, "machine token"},
+		{"missing bootstrap token", func(in *Input) {
+			in.TalosSecrets.BootstrapToken = ""
+		}, "bootstrap token"},
+		{"missing control-plane host", func(in *Input) {
+			in.Cluster.ControlPlaneHost = ""
+		}, "control-plane endpoint host"},
+		{"control-plane host with a path", func(in *Input) {
+			in.Cluster.ControlPlaneHost = "evil.example.com/x?"
+		}, "control-plane endpoint host"},
+		{"missing control-plane port", func(in *Input) {
+			in.Cluster.ControlPlanePort = 0
+		}, "port"},
+		{"apiserver ClusterIP", func(in *Input) {
+			in.Cluster.APIServer.ClusterIP = "10.96.12.34 evil"
+		}, "ClusterIP"},
+		{"service CIDR", func(in *Input) {
+			in.Cluster.ServiceCIDRs = []string{"10.95.0.0"}
+		}, "service CIDR"},
+		{"DNS domain", func(in *Input) {
+			in.Cluster.DNSDomain = "cluster.local\nevil: true"
+		}, "cluster DNS domain"},
+		{"no Talos release and no osImage", func(in *Input) {
+			in.Spec.OSImage = ""
+			in.Release.Talos = catalog.Talos{}
+		}, "Talos version or schematic"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := testTalosFullInput()
+			tc.edit(in)
+			data, err := TalosMachineConfig(in)
+			if err == nil {
+				t.Fatalf("rendered, want an error containing %q:\n%s", tc.substr, data)
+			}
+			if !strings.Contains(err.Error(), tc.substr) {
+				t.Errorf("error %q does not contain %q", err, tc.substr)
+			}
+			if data != "" {
+				t.Errorf("returned data with the error")
+			}
+		})
+	}
+}
+
+func TestTalosMissingSecrets(t *testing.T) {
+	in := testTalosInput()
+	in.TalosSecrets = nil
+	if _, err := TalosMachineConfig(in); err == nil || !strings.Contains(err.Error(), "Talos secrets") {
+		t.Fatalf("TalosMachineConfig error = %v, want one about the Talos secrets", err)
+	}
+	if _, err := TalosConfigTemplate(in, "workers-abc"); err == nil || !strings.Contains(err.Error(), "Talos secrets") {
+		t.Fatalf("TalosConfigTemplate error = %v, want one about the Talos secrets", err)
+	}
+}
+
+// TestTalosErrorsAreStable checks that a pool with several problems gets every one of
+// them, in the same order every time: the message lands in a status condition, and a
+// message that changed on every reconcile would rewrite the status each time.
+func TestTalosErrorsAreStable(t *testing.T) {
+	in := testTalosInput()
+	in.Spec.Labels = map[string]v1.LabelValue{"a": "x,y", "b": "x,y", "c": "x,y", "d.k8s.io/e": "f"}
+	in.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"a/..": "1", "b/..": "1", "c/..": "1"}}
+	in.Cluster.ControlPlaneHost = ""
+	_, first := TalosMachineConfig(in)
+	if first == nil {
+		t.Fatal("rendered, want errors")
+	}
+	for _, want := range []string{`"a"`, `"b"`, `"c"`, `"d.k8s.io/e"`, `"a/.."`, `"c/.."`, "control-plane endpoint host"} {
+		if !strings.Contains(first.Error(), want) {
+			t.Errorf("error does not mention %s: %v", want, first)
+		}
+	}
+	for range 50 {
+		if _, err := TalosMachineConfig(in); err == nil || err.Error() != first.Error() {
+			t.Fatalf("error changed between renders:\n%v\n---\n%v", first, err)
+		}
+	}
+}
+
+// TestTalosDeterministic renders a pool with many map entries (labels, sysctls) many
+// times: Go randomises map iteration, so any order that leaked into the output would
+// show up as a difference.
+func TestTalosDeterministic(t *testing.T) {
+	in := testTalosFullInput()
+	for i := range 20 {
+		in.Spec.Labels[fmt.Sprintf("example.com/l%02d", i)] = v1.LabelValue(fmt.Sprintf("v%d", i))
+		in.Spec.Talos.Sysctls[fmt.Sprintf("net.core.s%02d", i)] = v1.SysctlValue(fmt.Sprint(i))
+	}
+	first, err := TalosMachineConfig(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadTalos(t, first)
+	for range 50 {
+		again, err := TalosMachineConfig(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again != first {
+			t.Fatalf("render differs between runs:\n%s\n---\n%s", first, again)
+		}
+	}
+}
+
+func TestTalosConfigTemplate(t *testing.T) {
+	in := testTalosInput()
+	tmpl, err := TalosConfigTemplate(in, "workers-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := TalosMachineConfig(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl.APIVersion != "bootstrap.cluster.x-k8s.io/v1alpha3" || tmpl.Kind != "TalosConfigTemplate" {
+		t.Errorf("type = %s %s", tmpl.APIVersion, tmpl.Kind)
+	}
+	if tmpl.Name != "workers-0123456789" || tmpl.Namespace != "tenant-a" {
+		t.Errorf("object = %s/%s", tmpl.Namespace, tmpl.Name)
+	}
+	if len(tmpl.Labels) != 0 || len(tmpl.Annotations) != 0 || len(tmpl.OwnerReferences) != 0 {
+		t.Errorf("labels, annotations and owners are the caller's: %v %v %v", tmpl.Labels, tmpl.Annotations, tmpl.OwnerReferences)
+	}
+	want := talos.TalosConfigSpec{GenerateType: "none", TalosVersion: "v1.12.12", Data: data}
+	if got := tmpl.Spec.Template.Spec; got != want {
+		t.Errorf("spec.template.spec = %+v, want %+v", got, want)
+	}
+	loadTalos(t, tmpl.Spec.Template.Spec.Data)
+}
+
+// TestTalosYAMLMatchesLibrary checks the hand-written encoder against sigs.k8s.io/yaml on
+// the same document: both must read back as the same data, for ordinary pools and for
+// one full of hostile strings.
+func TestTalosYAMLMatchesLibrary(t *testing.T) {
+	hostile := testTalosInput()
+	hostile.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{}}
+	for i, s := range hostileStrings {
+		hostile.Spec.Taints = append(hostile.Spec.Taints, v1.Taint{Key: s, Value: s, Effect: "NoSchedule"})
+		hostile.Spec.Talos.Sysctls[fmt.Sprintf("kernel.x%d", i)] = v1.SysctlValue(s)
+	}
+	bare := testTalosInput()
+	bare.Cluster = Cluster{Name: "c", ControlPlaneHost: "10.0.0.1", ControlPlanePort: 443}
+
+	for name, in := range map[string]*Input{"default": testTalosInput(), "full": testTalosFullInput(), "hostile": hostile, "bare": bare} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := talosMachineConfig(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := cfg.appendYAML(nil)
+			lib, err := yaml.Marshal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a, b any
+			if err := yaml.Unmarshal(ours, &a); err != nil {
+				t.Fatalf("our YAML does not parse: %v\n%s", err, ours)
+			}
+			if err := yaml.Unmarshal(lib, &b); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("our YAML reads back differently from sigs.k8s.io/yaml's:\n%s\n---\n%s", ours, lib)
+			}
+			if name != "hostile" {
+				loadTalos(t, string(ours))
+			}
+		})
+	}
+}
+
+// yamlScalarRoundTrip encodes s as a YAML value and reads it back with the parser Talos
+// uses (yaml.v3) and with sigs.k8s.io/yaml (yaml.v2 behind JSON), as a string, as an
+// untyped value (what Talos' extraConfig and the kubelet see) and as a mapping key.
+func yamlScalarRoundTrip(t *testing.T, s string) {
+	t.Helper()
+	// Each byte that is not UTF-8 becomes one U+FFFD, as with encoding/json.
+	want := strings.Map(func(r rune) rune { return r }, s)
+	// YAML limits implicit keys to 1024 characters; the only keys render takes from
+	// input are sysctl names, at most 128 bytes.
+	asKey := len(s) <= 128
+	doc := appendYAMLString(nil, 0, "k", s)
+	doc = appendYAMLString(doc, 0, "next", "x")
+	if asKey {
+		doc = appendYAMLKey(doc, 0, "m")
+		doc = appendYAMLString(doc, 2, s, "v")
+	}
+
+	var v3 map[string]any
+	if err := yamlv3.Unmarshal(doc, &v3); err != nil {
+		t.Fatalf("yaml.v3 cannot read %q: %v\n%s", s, err, doc)
+	}
+	var v2 map[string]any
+	if err := yaml.Unmarshal(doc, &v2); err != nil {
+		t.Fatalf("sigs.k8s.io/yaml cannot read %q: %v\n%s", s, err, doc)
+	}
+	for parser, got := range map[string]map[string]any{"yaml.v3": v3, "sigs.k8s.io/yaml": v2} {
+		if got["k"] != want || got["next"] != "x" || len(got) != 2 && !asKey {
+			t.Fatalf("%s reads %q back as %#v\n%s", parser, s, got, doc)
+		}
+		if !asKey {
+			continue
+		}
+		if m, _ := got["m"].(map[string]any); len(got) != 3 || len(m) != 1 || m[want] != "v" {
+			t.Fatalf("%s reads key %q back as %#v\n%s", parser, s, got["m"], doc)
+		}
+	}
+}
+
+func TestYAMLScalar(t *testing.T) {
+	cases := append([]string{
+		"", " ", "a ", " a", "a:", "a: b", "a:b", "-", "- a", "?", "? a", "!", "&a", "*a", "|", ">",
+		"#", "a #b", "a#b", "%TAG", "@a", "`a", "[a]", "{a}", "a,b", "a=b", "=", "<<",
+		"y", "Y", "n", "N", "yes", "No", "ON", "off", "true", "False", "null", "Null", "~",
+		"0", "1", "-1", "+1", "1.5", ".5", "1e3", "0x1F", "0o17", "017", "1_000", "1:20", ".inf", "-.Inf", ".NaN",
+		"2001-12-14", "2001-12-14t21:59:43.10-05:00", "v1alpha1", "/dev/vda", "https://a:6443",
+		"\x00", "\x1f", "\x7f", "\u0085", "\u00a0", "\u2028", "\u2029", "\ufeff", "\ufffe", "\uffff",
+		"\U0001F600", "a\r\nb", "\\", "\"", "'", "''", "\\\"",
+		"\xff", "a\xc3", "\xed\xa0\x80",
+	}, hostileStrings...)
+	for _, s := range cases {
+		yamlScalarRoundTrip(t, s)
+	}
+	// Every character of the Basic Multilingual Plane and some beyond, in runs.
+	var run strings.Builder
+	for r := rune(0); r <= 0x10ffff; r++ {
+		if r >= 0xd800 && r <= 0xdfff || r > 0xffff && r%0x1001 != 0 {
+			continue
+		}
+		run.WriteRune(r)
+		if run.Len() > 3000 {
+			yamlScalarRoundTrip(t, run.String())
+			run.Reset()
+		}
+	}
+	yamlScalarRoundTrip(t, run.String())
+}
+
+func FuzzYAMLScalar(f *testing.F) {
+	for _, s := range hostileStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { yamlScalarRoundTrip(t, s) })
+}
+
+// TestNameChecksMatchApimachinery pins the hand-written name checks to apimachinery's.
+func TestNameChecksMatchApimachinery(t *testing.T) {
+	long := strings.Repeat("a", 63)
+	cases := []string{
+		"", "a", "A", "0", "-", "_", ".", "a-", "-a", "a_b", "a.b", "a..b", "a-b", "A-b", "a/b", "/a", "a/",
+		"example.com/team", "Example.com/team", "example.com/Team", "example..com/a", "-example.com/a",
+		"example.com/a/b", "example.com/-a", "a b", "a,b", "a=b", "é", long, long + "a", long + ".com/a",
+		"example.com/" + long, "example.com/" + long + "b", strings.Repeat("a.", 126) + "a", strings.Repeat("a.", 127) + "a",
+		"tenant-a", "tenant-a.tenant-a.svc", "10.96.0.1", "cluster.local", "Cluster.local",
+	}
+	for _, s := range cases {
+		checks := []struct {
+			name      string
+			ours, ref bool
+		}{
+			{"label value", isLabelValue(s), len(k8svalidation.IsValidLabelValue(s)) == 0},
+			{"qualified name", isQualifiedName(s), len(k8svalidation.IsQualifiedName(s)) == 0},
+			{"DNS-1123 label", isDNS1123Label(s), len(k8svalidation.IsDNS1123Label(s)) == 0},
+			{"DNS-1123 subdomain", isDNS1123Subdomain(s), len(k8svalidation.IsDNS1123Subdomain(s)) == 0},
+		}
+		for _, c := range checks {
+			if c.ours != c.ref {
+				t.Errorf("%s %q: ours %v, apimachinery %v", c.name, s, c.ours, c.ref)
+			}
+		}
+	}
+}
+
+func BenchmarkTalosMachineConfig(b *testing.B) {
+	in := testTalosFullInput()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := TalosMachineConfig(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,410 @@
+// Package resolve reads what a pool's render needs from the API server: its class (the
+// built-in ones from code), its location, its Cluster and control-plane facts in the
+// pool's own namespace, the catalog entry of its Kubernetes minor, and its secrets. The
+// result is one plain render.Input; a failure is an *Error that names the condition to set.
+package resolve
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+)
+
+// Talos secrets: the Secret `<cluster>-talos` in the pool's namespace, with these keys.
+// The platform creates it with the tenant cluster (it holds the tenant's CA and a
+// bootstrap token), so every Talos pool of the cluster joins with the same identity.
+const (
+	TalosSecretSuffix      = "-talos"
+	TalosKeyMachineToken   = "machine-token"
+	TalosKeyMachineCACert  = "machine-ca.crt"
+	TalosKeyClusterCACert  = "cluster-ca.crt"
+	TalosKeyClusterID      = "cluster-id"
+	TalosKeyClusterSecret  = "cluster-secret"
+	TalosKeyBootstrapToken = "bootstrap-token"
+	kamajiControlPlaneKind = "KamajiControlPlane"
+	defaultServiceDomain   = "cluster.local"
+	instancetypeGroup      = "instancetype.kubevirt.io"
+	instancetypeKind       = "VirtualMachineClusterInstancetype"
+)
+
+// Resolver reads through Client (normally the manager's cache) and, for kinds the
+// operator does not cache (Secrets, Services, instancetypes), through APIReader.
+type Resolver struct {
+	Client    client.Reader
+	APIReader client.Reader
+	Mapper    meta.RESTMapper
+	Catalog   *catalog.Catalog
+	// ManagementDNS is the management cluster's DNS Service (kube-system/kube-dns), whose
+	// ClusterIP is the workers' nameserver.
+	ManagementDNS types.NamespacedName
+	// ManagementDNSDomain is the management cluster's DNS domain.
+	ManagementDNSDomain string
+}
+
+// BuiltinClass returns the spec of a built-in class, resolved from code so a pool on it
+// never depends on the object existing.
+func BuiltinClass(name string) (v1.NodeGroupClassSpec, bool) {
+	switch name {
+	case v1.BuiltinTalosClass:
+		return v1.NodeGroupClassSpec{OS: v1.OSTalos}, true
+	case v1.BuiltinKairosClass:
+		return v1.NodeGroupClassSpec{OS: v1.OSKairos}, true
+	}
+	return v1.NodeGroupClassSpec{}, false
+}
+
+// Class resolves a pool's class.
+func (r *Resolver) Class(ctx context.Context, name string) (v1.NodeGroupClassSpec, error) {
+	if spec, ok := BuiltinClass(name); ok {
+		return spec, nil
+	}
+	var class v1.NodeGroupClass
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &class); err != nil {
+		if apierrors.IsNotFound(err) {
+			return v1.NodeGroupClassSpec{}, fail(v1.ConditionClassResolved, ReasonClassNotFound, true,
+				"NodeGroupClass %q does not exist: set spec.nodeGroupClassName to a published class (kubectl get nodegroupclasses)", name)
+		}
+		return v1.NodeGroupClassSpec{}, err
+	}
+	return class.Spec, nil
+}
+
+// Resolve reads everything render needs for the pool.
+func (r *Resolver) Resolve(ctx context.Context, ng *v1.NodeGroup) (*render.Input, error) {
+	in := &render.Input{
+		Namespace:    ng.Namespace,
+		Name:         ng.Name,
+		Spec:         *ng.Spec.DeepCopy(),
+		ClassName:    ng.Spec.NodeGroupClassName,
+		LocationName: ng.Spec.LocationName,
+		Factory:      r.Catalog.TalosFactory,
+	}
+	var err error
+	if in.Class, err = r.Class(ctx, in.ClassName); err != nil {
+		return nil, err
+	}
+	if in.Location, err = r.location(ctx, ng); err != nil {
+		return nil, err
+	}
+	cluster, err := r.cluster(ctx, ng)
+	if err != nil {
+		return nil, err
+	}
+	if in.Cluster, err = r.clusterFacts(ctx, cluster); err != nil {
+		return nil, err
+	}
+	if err := r.version(ctx, in, cluster); err != nil {
+		return nil, err
+	}
+	if in.Machine, err = r.machineSize(ctx, ng); err != nil {
+		return nil, err
+	}
+	if in.Class.OS == v1.OSTalos {
+		if in.TalosSecrets, err = r.talosSecrets(ctx, ng.Namespace, cluster.Name); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+func (r *Resolver) location(ctx context.Context, ng *v1.NodeGroup) (v1.LocationSpec, error) {
+	var loc v1.Location
+	name := ng.Spec.LocationName
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &loc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return v1.LocationSpec{}, fail(v1.ConditionLocationResolved, ReasonLocationNotFound, true,
+				"Location %q does not exist: set spec.locationName to a published location (kubectl get locations)", name)
+		}
+		return v1.LocationSpec{}, err
+	}
+	allowed, err := r.namespaceAllowed(ctx, loc.Spec.AllowedNamespaces, ng.Namespace)
+	if err != nil {
+		return v1.LocationSpec{}, err
+	}
+	if !allowed {
+		return v1.LocationSpec{}, fail(v1.ConditionLocationResolved, ReasonLocationNotAllowed, false,
+			"Location %q does not admit namespace %q (its spec.allowedNamespaces): ask the platform for access or use another location", name, ng.Namespace)
+	}
+	if loc.Spec.Provider.KubeVirt == nil {
+		return v1.LocationSpec{}, fail(v1.ConditionLocationResolved, ReasonProviderNotSupported, false,
+			"Location %q uses provider %s, which this operator version does not run yet: use a KubeVirt location", name, loc.Spec.Provider.Type)
+	}
+	return loc.Spec, nil
+}
+
+// NamespaceAllowed reports whether a location's allowedNamespaces admits a namespace:
+// unset admits none, an empty selector admits all.
+func NamespaceAllowed(selector *metav1.LabelSelector, nsLabels map[string]string) (bool, error) {
+	if selector == nil {
+		return false, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return false, fmt.Errorf("location's allowedNamespaces is not a valid selector: %w", err)
+	}
+	return sel.Matches(labels.Set(nsLabels)), nil
+}
+
+func (r *Resolver) namespaceAllowed(ctx context.Context, selector *metav1.LabelSelector, namespace string) (bool, error) {
+	if selector == nil {
+		return false, nil
+	}
+	var ns corev1.Namespace
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
+		return false, err
+	}
+	return NamespaceAllowed(selector, ns.Labels)
+}
+
+// cluster reads the pool's Cluster, always in the pool's own namespace.
+func (r *Resolver) cluster(ctx context.Context, ng *v1.NodeGroup) (*clusterv1.Cluster, error) {
+	var c clusterv1.Cluster
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}, &c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fail(v1.ConditionClusterFound, ReasonClusterNotFound, true,
+				"Cluster %q does not exist in namespace %q: create it, or set spec.clusterName to a Cluster of this namespace", ng.Spec.ClusterName, ng.Namespace)
+		}
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (r *Resolver) clusterFacts(ctx context.Context, c *clusterv1.Cluster) (render.Cluster, error) {
+	facts := render.Cluster{
+		Name:                c.Name,
+		ControlPlaneHost:    c.Spec.ControlPlaneEndpoint.Host,
+		ControlPlanePort:    c.Spec.ControlPlaneEndpoint.Port,
+		ServiceCIDRs:        c.Spec.ClusterNetwork.Services.CIDRBlocks,
+		PodCIDRs:            c.Spec.ClusterNetwork.Pods.CIDRBlocks,
+		DNSDomain:           c.Spec.ClusterNetwork.ServiceDomain,
+		ManagementDNSDomain: r.ManagementDNSDomain,
+	}
+	if facts.DNSDomain == "" {
+		facts.DNSDomain = defaultServiceDomain
+	}
+	if facts.ManagementDNSDomain == "" {
+		facts.ManagementDNSDomain = defaultServiceDomain
+	}
+	if facts.ControlPlaneHost == "" || facts.ControlPlanePort == 0 {
+		return facts, fail(v1.ConditionClusterFound, ReasonControlPlanePending, true,
+			"Cluster %q has no spec.controlPlaneEndpoint yet; waiting for its control plane", c.Name)
+	}
+	if len(facts.ServiceCIDRs) == 0 {
+		return facts, fail(v1.ConditionClusterFound, ReasonControlPlanePending, false,
+			"Cluster %q has no spec.clusterNetwork.services.cidrBlocks: set the tenant's service range so its DNS address is known", c.Name)
+	}
+	dns, err := TenantDNSAddress(facts.ServiceCIDRs[0])
+	if err != nil {
+		return facts, fail(v1.ConditionClusterFound, ReasonNetworkNotSupported, false, "Cluster %q: %v", c.Name, err)
+	}
+	facts.TenantDNS = dns
+
+	if c.Spec.ControlPlaneRef.Kind == kamajiControlPlaneKind {
+		// Kamaji serves the tenant API server through a Service named after the control plane.
+		svc, err := r.serviceIP(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.ControlPlaneRef.Name})
+		if err != nil {
+			return facts, err
+		}
+		facts.APIServer = render.ServiceAddress{Name: c.Spec.ControlPlaneRef.Name, Namespace: c.Namespace, ClusterIP: svc}
+	}
+	if r.ManagementDNS.Name != "" {
+		ip, err := r.serviceIP(ctx, r.ManagementDNS)
+		if err != nil {
+			return facts, err
+		}
+		facts.ManagementDNS = ip
+	}
+	return facts, nil
+}
+
+func (r *Resolver) serviceIP(ctx context.Context, key types.NamespacedName) (string, error) {
+	var svc corev1.Service
+	if err := r.APIReader.Get(ctx, key, &svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fail(v1.ConditionClusterFound, ReasonControlPlanePending, true, "Service %s does not exist yet; waiting for it", key)
+		}
+		return "", err
+	}
+	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+		return ip, nil
+	}
+	return "", fail(v1.ConditionClusterFound, ReasonControlPlanePending, true, "Service %s has no ClusterIP yet; waiting for it", key)
+}
+
+// version picks the exact release of the pool and checks it against the control plane.
+func (r *Resolver) version(ctx context.Context, in *render.Input, c *clusterv1.Cluster) error {
+	cpVersion, err := r.controlPlaneVersion(ctx, c)
+	if err != nil {
+		return err
+	}
+	want := in.Spec.KubernetesVersion
+	if in.Class.Image != nil {
+		// A class with an image fixes the release: its kubelet and kubeadm are built in.
+		if want != "" && !sameMinor(want, in.Class.Image.KubernetesVersion) {
+			return fail(v1.ConditionRendered, ReasonVersionNotSupported, false,
+				"class %q is built for Kubernetes %s; spec.kubernetesVersion %s is another minor: remove it or use another class",
+				in.ClassName, in.Class.Image.KubernetesVersion, want)
+		}
+		want = in.Class.Image.KubernetesVersion
+	}
+	if want == "" {
+		want = cpVersion
+	}
+	if want == "" {
+		return fail(v1.ConditionClusterFound, ReasonControlPlanePending, true,
+			"the control plane of Cluster %q reports no version yet; set spec.kubernetesVersion or wait", c.Name)
+	}
+	if cpVersion != "" && minorAhead(want, cpVersion) {
+		return fail(v1.ConditionRendered, ReasonVersionAhead, false,
+			"spec.kubernetesVersion %s is ahead of the control plane (%s): workers must not be newer than their API server; lower it or upgrade the control plane first",
+			want, cpVersion)
+	}
+	release, ok := r.Catalog.Lookup(want)
+	if !ok {
+		return fail(v1.ConditionRendered, ReasonVersionNotSupported, false,
+			"Kubernetes %s is not in the platform catalog (supported minors: %s)", want, strings.Join(r.Catalog.Minors(), ", "))
+	}
+	in.Release = release
+	switch {
+	case in.Class.Image != nil:
+		in.KubernetesVersion = in.Class.Image.KubernetesVersion
+	case isPatch(in.Spec.KubernetesVersion) && in.Class.OS == v1.OSTalos:
+		// Talos runs any patch of the minor: honour an exact request.
+		in.KubernetesVersion = in.Spec.KubernetesVersion
+	default:
+		in.KubernetesVersion = release.Kubernetes
+	}
+	return nil
+}
+
+// controlPlaneVersion reads spec.version of the Cluster's control plane object, whose
+// served version is found through the RESTMapper (v1beta2 references carry no version).
+func (r *Resolver) controlPlaneVersion(ctx context.Context, c *clusterv1.Cluster) (string, error) {
+	ref := c.Spec.ControlPlaneRef
+	if ref.Name == "" {
+		return c.Spec.Topology.Version, nil
+	}
+	mapping, err := r.Mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if err != nil {
+		return "", fail(v1.ConditionClusterFound, ReasonControlPlanePending, true,
+			"the control plane kind %s.%s of Cluster %q is not served: %v", ref.Kind, ref.APIGroup, c.Name, err)
+	}
+	cp := &unstructured.Unstructured{}
+	cp.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, cp); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fail(v1.ConditionClusterFound, ReasonControlPlanePending, true,
+				"%s %q of Cluster %q does not exist yet; waiting for it", ref.Kind, ref.Name, c.Name)
+		}
+		return "", err
+	}
+	v, _, _ := unstructured.NestedString(cp.Object, "spec", "version")
+	if v != "" && !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	return v, nil
+}
+
+func (r *Resolver) machineSize(ctx context.Context, ng *v1.NodeGroup) (render.MachineSize, error) {
+	if res := ng.Spec.Resources; res != nil {
+		return render.MachineSize{MilliCPU: res.CPU.MilliValue(), MemoryBytes: res.Memory.Value()}, nil
+	}
+	name := ng.Spec.InstanceType
+	it := &unstructured.Unstructured{}
+	mapping, err := r.Mapper.RESTMapping(schema.GroupKind{Group: instancetypeGroup, Kind: instancetypeKind})
+	if err != nil {
+		return render.MachineSize{}, fail(v1.ConditionRendered, ReasonInstanceTypeNotFound, true,
+			"spec.instanceType %q: KubeVirt instancetypes are not served by this cluster (%v): use spec.resources", name, err)
+	}
+	it.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, it); err != nil {
+		if apierrors.IsNotFound(err) {
+			return render.MachineSize{}, fail(v1.ConditionRendered, ReasonInstanceTypeNotFound, true,
+				"spec.instanceType %q: no VirtualMachineClusterInstancetype of that name (kubectl get virtualmachineclusterinstancetypes)", name)
+		}
+		return render.MachineSize{}, err
+	}
+	cpus, _, _ := unstructured.NestedInt64(it.Object, "spec", "cpu", "guest")
+	memory, _, _ := unstructured.NestedString(it.Object, "spec", "memory", "guest")
+	q, err := resource.ParseQuantity(memory)
+	if err != nil || cpus <= 0 {
+		return render.MachineSize{}, fail(v1.ConditionRendered, ReasonInstanceTypeNotFound, false,
+			"VirtualMachineClusterInstancetype %q has no usable spec.cpu.guest and spec.memory.guest", name)
+	}
+	return render.MachineSize{MilliCPU: cpus * 1000, MemoryBytes: q.Value(), InstanceType: name}, nil
+}
+
+func (r *Resolver) talosSecrets(ctx context.Context, namespace, cluster string) (*render.TalosSecrets, error) {
+	name := cluster + TalosSecretSuffix
+	var s corev1.Secret
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fail(v1.ConditionRendered, ReasonTalosSecretsMissing, true,
+				"Secret %s/%s with the cluster's Talos secrets does not exist: the platform creates it with the cluster (keys %s)",
+				namespace, name, strings.Join(talosKeys, ", "))
+		}
+		return nil, err
+	}
+	var missing []string
+	for _, k := range talosKeys {
+		if len(s.Data[k]) == 0 {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fail(v1.ConditionRendered, ReasonTalosSecretsMissing, true,
+			"Secret %s/%s lacks the keys %s", namespace, name, strings.Join(missing, ", "))
+	}
+	return &render.TalosSecrets{
+		MachineToken:   string(s.Data[TalosKeyMachineToken]),
+		MachineCACert:  string(s.Data[TalosKeyMachineCACert]),
+		ClusterCACert:  string(s.Data[TalosKeyClusterCACert]),
+		ClusterID:      string(s.Data[TalosKeyClusterID]),
+		ClusterSecret:  string(s.Data[TalosKeyClusterSecret]),
+		BootstrapToken: string(s.Data[TalosKeyBootstrapToken]),
+	}, nil
+}
+
+var talosKeys = []string{TalosKeyMachineToken, TalosKeyMachineCACert, TalosKeyClusterCACert, TalosKeyClusterID, TalosKeyClusterSecret, TalosKeyBootstrapToken}
+
+// minor returns major and minor of a version such as v1.35 or v1.35.4.
+func minor(v string) (int, int, bool) {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	mnr, err2 := strconv.Atoi(parts[1])
+	return maj, mnr, err1 == nil && err2 == nil
+}
+
+func sameMinor(a, b string) bool {
+	am, an, ok1 := minor(a)
+	bm, bn, ok2 := minor(b)
+	return ok1 && ok2 && am == bm && an == bn
+}
+
+func minorAhead(pool, cp string) bool {
+	pm, pn, ok1 := minor(pool)
+	cm, cn, ok2 := minor(cp)
+	return ok1 && ok2 && (pm > cm || (pm == cm && pn > cn))
+}
+
+func isPatch(v string) bool { return strings.Count(v, ".") == 2 }
