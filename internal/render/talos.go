@@ -2,7 +2,7 @@ package render
 
 import (
 	"encoding/base64"
-	"encoding/pem"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -46,21 +46,40 @@ type talosConfig struct {
 }
 
 type talosMachine struct {
-	Type    string            `json:"type"`
-	Token   string            `json:"token"`
-	CA      talosCertificate  `json:"ca"`
-	Kubelet talosKubelet      `json:"kubelet"`
-	Network *talosNetwork     `json:"network,omitempty"`
-	Install talosInstall      `json:"install"`
-	Kernel  *talosKernel      `json:"kernel,omitempty"`
-	Sysctls map[string]string `json:"sysctls,omitempty"`
+	Type    string           `json:"type"`
+	Token   string           `json:"token"`
+	CA      talosCertificate `json:"ca"`
+	Kubelet talosKubelet     `json:"kubelet"`
+	Network *talosNetwork    `json:"network,omitempty"`
+	Install talosInstall     `json:"install"`
+	Kernel  *talosKernel     `json:"kernel,omitempty"`
+	Sysctls talosSysctls     `json:"sysctls,omitempty"`
 }
 
-// talosCertificate is a certificate as Talos stores it: base64 of the PEM. Workers get
-// the certificate only; the key stays empty (Talos refuses CA keys on workers).
+// talosCertificate is a CA certificate as Talos stores it: base64 of the PEM, written
+// straight into the document. Workers get the certificate only; the key stays empty
+// (Talos refuses CA keys on workers).
 type talosCertificate struct {
-	Crt string `json:"crt"`
-	Key string `json:"key"`
+	PEM string
+}
+
+// MarshalJSON is the same field as JSON (the YAML is written by appendYAML).
+func (c talosCertificate) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"crt": base64.StdEncoding.EncodeToString([]byte(c.PEM)), "key": ""})
+}
+
+// talosSysctls are the sysctls sorted by name, so the writer never walks a map.
+type talosSysctls []talosSysctl
+
+type talosSysctl struct{ Name, Value string }
+
+// MarshalJSON is the same field as JSON (the YAML is written by appendYAML).
+func (l talosSysctls) MarshalJSON() ([]byte, error) {
+	m := make(map[string]string, len(l))
+	for _, s := range l {
+		m[s.Name] = s.Value
+	}
+	return json.Marshal(m)
 }
 
 type talosKubelet struct {
@@ -195,7 +214,10 @@ func TalosMachineConfig(in *Input) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pool %s/%s: Talos machine config: %w", in.Namespace, in.Name, err)
 	}
-	return string(cfg.appendYAML(make([]byte, 0, 4096))), nil
+	// Sized for the document so the buffer is allocated once: the certificates dominate.
+	size := 2048 + base64.StdEncoding.EncodedLen(len(cfg.Machine.CA.PEM)) + base64.StdEncoding.EncodedLen(len(cfg.Cluster.CA.PEM)) +
+		64*(len(in.Spec.Labels)+len(in.Spec.Taints)+len(in.Spec.KernelModules)+len(cfg.Machine.Sysctls)+len(cfg.Machine.Install.ExtraKernelArgs))
+	return string(cfg.appendYAML(make([]byte, 0, size))), nil
 }
 
 // TalosConfigTemplate renders the pool's TalosConfigTemplate: CABPT with generateType
@@ -265,7 +287,7 @@ func talosMachineConfig(in *Input) (*talosConfig, error) {
 	network := talosNetworkSection(in, bad)
 	install := talosInstallSection(in, bad)
 	kernel := talosKernelSection(in, bad)
-	sysctls := talosSysctls(in, bad)
+	sysctls := talosSysctlSection(in, bad)
 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -276,7 +298,7 @@ func talosMachineConfig(in *Input) (*talosConfig, error) {
 		Machine: talosMachine{
 			Type:    "worker",
 			Token:   s.MachineToken,
-			CA:      talosCertificate{Crt: base64.StdEncoding.EncodeToString([]byte(s.MachineCACert))},
+			CA:      talosCertificate{PEM: s.MachineCACert},
 			Kubelet: kubelet,
 			Network: network,
 			Install: install,
@@ -294,7 +316,7 @@ func talosMachineConfig(in *Input) (*talosConfig, error) {
 				ServiceSubnets: c.ServiceCIDRs,
 			},
 			Token: s.BootstrapToken,
-			CA:    talosCertificate{Crt: base64.StdEncoding.EncodeToString([]byte(s.ClusterCACert))},
+			CA:    talosCertificate{PEM: s.ClusterCACert},
 		},
 	}, nil
 }
@@ -333,20 +355,29 @@ func talosKubeletSection(in *Input) (talosKubelet, []error) {
 		k.ClusterDNS = []string{in.Cluster.TenantDNS}
 	}
 
-	// Keys are walked in order so that errors, which end up in status conditions, read
-	// the same on every reconcile; joinLabels sorts too, so map order never reaches the
-	// output.
-	for _, key := range slices.Sorted(maps.Keys(in.Spec.Labels)) {
-		if reservedLabelDomain(key) {
-			errs = append(errs, fmt.Errorf("node label key %q is in a reserved domain (kubernetes.io, k8s.io, nodegroup.io)", key))
+	// Keys are walked sorted: the flag is the same whatever the map order, and so are
+	// the errors, which end up in status conditions.
+	if labels := KubeletNodeLabels(in); len(labels) > 0 {
+		keys := slices.Sorted(maps.Keys(labels))
+		var flag strings.Builder
+		n := len(keys)
+		for _, key := range keys {
+			n += len(key) + len(labels[key])
 		}
-	}
-	labels := KubeletNodeLabels(in)
-	for _, key := range slices.Sorted(maps.Keys(labels)) {
-		errs = append(errs, checkNodeLabel(key, labels[key])...)
-	}
-	if len(labels) > 0 {
-		k.ExtraArgs = &talosKubeletArgs{NodeLabels: joinLabels(labels)}
+		flag.Grow(n)
+		for i, key := range keys {
+			if _, tenant := in.Spec.Labels[key]; tenant && reservedLabelDomain(key) {
+				errs = append(errs, fmt.Errorf("node label key %q is in a reserved domain (kubernetes.io, k8s.io, nodegroup.io)", key))
+			}
+			errs = append(errs, checkNodeLabel(key, labels[key])...)
+			if i > 0 {
+				flag.WriteByte(',')
+			}
+			flag.WriteString(key)
+			flag.WriteByte('=')
+			flag.WriteString(labels[key])
+		}
+		k.ExtraArgs = &talosKubeletArgs{NodeLabels: flag.String()}
 	}
 
 	if n := len(in.Spec.Taints); n > 0 {
@@ -486,16 +517,19 @@ func talosKernelSection(in *Input, bad func(string, ...any)) *talosKernel {
 // maps to under /proc/sys, so names are checked to stay there: components of a-z, 0-9,
 // '_' and '-' between single separators, which leaves no "." or ".." path element however
 // Talos maps the separators. Values are written as file content, no shell: data as is.
-func talosSysctls(in *Input, bad func(string, ...any)) map[string]string {
+func talosSysctlSection(in *Input, bad func(string, ...any)) talosSysctls {
 	if in.Spec.Talos == nil || len(in.Spec.Talos.Sysctls) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(in.Spec.Talos.Sysctls))
-	for _, k := range slices.Sorted(maps.Keys(in.Spec.Talos.Sysctls)) {
-		if !validSysctlName(k) {
-			bad("sysctl %q is not a kernel parameter name", k)
+	out := make(talosSysctls, 0, len(in.Spec.Talos.Sysctls))
+	for k, v := range in.Spec.Talos.Sysctls {
+		out = append(out, talosSysctl{Name: k, Value: string(v)})
+	}
+	slices.SortFunc(out, func(a, b talosSysctl) int { return strings.Compare(a.Name, b.Name) })
+	for _, s := range out {
+		if !validSysctlName(s.Name) {
+			bad("sysctl %q is not a kernel parameter name", s.Name)
 		}
-		out[k] = string(in.Spec.Talos.Sysctls[k])
 	}
 	return out
 }
@@ -536,26 +570,24 @@ func validSysctlName(s string) bool {
 func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
 // checkCertificates requires one or more PEM certificates and nothing else: a CA bundle
-// that carried the CA's private key would hand it to every worker.
+// that carried the CA's private key would hand it to every worker. Only the PEM framing
+// is checked (Talos parses the certificates); that is enough to see what each block is.
 func checkCertificates(bad func(string, ...any), what, s string) {
-	rest := []byte(s)
-	n := 0
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
+	const begin, end = "-----BEGIN ", "-----END CERTIFICATE-----"
+	for rest := s; ; {
+		i := strings.Index(rest, begin)
+		if i < 0 {
 			break
 		}
-		if block.Type != "CERTIFICATE" {
-			bad("%s holds a PEM %q block: only certificates may reach workers", what, block.Type)
+		rest = rest[i+len(begin):]
+		typ, _, _ := strings.Cut(rest, "-----")
+		if typ != "CERTIFICATE" {
+			bad("%s holds a PEM %q block: only certificates may reach workers", what, typ)
 			return
 		}
-		n++
 	}
-	if n == 0 {
-		bad("%s is empty or not PEM", what)
-	} else if strings.TrimSpace(string(rest)) != "" {
-		bad("%s has trailing data after its certificates", what)
+	if t := strings.TrimSpace(s); !strings.HasPrefix(t, begin) || !strings.HasSuffix(t, end) {
+		bad("%s is empty or not a PEM certificate", what)
 	}
 }
 
@@ -701,8 +733,8 @@ func (c *talosConfig) appendYAML(b []byte) []byte {
 	}
 	if len(m.Sysctls) > 0 {
 		b = appendYAMLKey(b, 2, "sysctls")
-		for _, k := range slices.Sorted(maps.Keys(m.Sysctls)) {
-			b = appendYAMLString(b, 4, k, m.Sysctls[k])
+		for _, s := range m.Sysctls {
+			b = appendYAMLString(b, 4, s.Name, s.Value)
 		}
 	}
 
@@ -738,8 +770,13 @@ func (c *talosConfig) appendYAML(b []byte) []byte {
 
 func (c *talosCertificate) appendYAML(b []byte, indent int, key string) []byte {
 	b = appendYAMLKey(b, indent, key)
-	b = appendYAMLString(b, indent+2, "crt", c.Crt)
-	return appendYAMLString(b, indent+2, "key", c.Key)
+	b = append(b, spaces[:indent+2]...)
+	b = append(b, "crt: "...)
+	// Base64 is plain-safe: it starts with "LS0t" ("---") and has only [A-Za-z0-9+/=].
+	b = base64.StdEncoding.AppendEncode(b, []byte(c.PEM))
+	b = append(b, '\n')
+	b = append(b, spaces[:indent+2]...)
+	return append(b, `key: ""`+"\n"...)
 }
 
 func (k *talosKubelet) appendYAML(b []byte, indent int) []byte {

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -61,16 +61,10 @@ func Assets() (string, error) {
 	return assetsDir, assetsErr
 }
 
-// Scheme holds the built-in kinds, the CRD kinds and this project's kinds.
+// Scheme holds the operator's kinds (internal/scheme) and the CRD kind.
 func Scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
+	s := scheme.New()
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s

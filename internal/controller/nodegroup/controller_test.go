@@ -1,0 +1,336 @@
+package nodegroup_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+)
+
+const timeout = 30 * time.Second
+
+var tenantSeq int
+
+// tenant creates a namespace with everything a Talos pool needs: a Cluster with a
+// KamajiControlPlane, the tenant API server's Service, the Talos secrets; plus the
+// built-in location and the management DNS Service, once.
+func tenant(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	tenantSeq++
+	ns := fmt.Sprintf("tenant-%d", tenantSeq)
+	mustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"tenant": "true"}}})
+	mustCreateOnce(t, &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: v1.BuiltinLocation}, Spec: v1.LocationSpec{
+		Provider:          v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
+		AllowedNamespaces: &metav1.LabelSelector{},
+	}})
+	mustCreateOnce(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}})
+
+	cp := &unstructured.Unstructured{}
+	cp.SetAPIVersion("controlplane.cluster.x-k8s.io/v1alpha2")
+	cp.SetKind("KamajiControlPlane")
+	cp.SetNamespace(ns)
+	cp.SetName("tenant")
+	_ = unstructured.SetNestedField(cp.Object, "v1.35.4", "spec", "version")
+	if err := env.Client.Create(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 6443}}}})
+	mustCreate(t, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"}, Spec: clusterv1.ClusterSpec{
+		ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "tenant." + ns + ".svc", Port: 6443},
+		ClusterNetwork: clusterv1.ClusterNetwork{
+			Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.95.0.0/16"}},
+			Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
+		},
+		ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KamajiControlPlane", Name: "tenant"},
+	}})
+	mustCreate(t, talosSecret(t, ns))
+	return ns
+}
+
+func talosSecret(t *testing.T, ns string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant" + resolve.TalosSecretSuffix}, Data: map[string][]byte{
+		resolve.TalosKeyMachineToken:   []byte("w7ysn3.2ti4qmz2k6ajb9nt"),
+		resolve.TalosKeyMachineCACert:  readFile(t, "../../render/testdata/machine-ca.crt"),
+		resolve.TalosKeyClusterCACert:  readFile(t, "../../render/testdata/cluster-ca.crt"),
+		resolve.TalosKeyClusterID:      []byte("Nhx0p0XcSPVpeFbSiGrMbT6cVTuqc1UwIuJ0jZ_6rzI="),
+		resolve.TalosKeyClusterSecret:  []byte("bx4j3zGGpZ1lx1D0dw4XzVLHzJ8lwnhc0eMdQ+k6sF0="),
+		resolve.TalosKeyBootstrapToken: []byte("abcdef.0123456789abcdef"),
+	}}
+}
+
+func pool(ns, name string, mutate func(*v1.NodeGroupSpec)) *v1.NodeGroup {
+	ng := &v1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.NodeGroupSpec{
+		ClusterName: "tenant", NodeGroupClassName: "talos", LocationName: v1.BuiltinLocation, MinReplicas: 1, MaxReplicas: 3,
+		Resources: &v1.MachineResources{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
+	}}
+	if mutate != nil {
+		mutate(&ng.Spec)
+	}
+	return ng
+}
+
+// waitCondition waits until the pool's condition has the status and reason.
+func waitCondition(t *testing.T, ng *v1.NodeGroup, typ string, status metav1.ConditionStatus, reason string) *v1.NodeGroup {
+	t.Helper()
+	got := &v1.NodeGroup{}
+	var last string
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), got); err == nil {
+			if c := meta.FindStatusCondition(got.Status.Conditions, typ); c != nil {
+				last = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+				if c.Status == status && c.Reason == reason && c.ObservedGeneration == got.Generation {
+					return got
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("pool %s: condition %s never became %s/%s (last: %s)", ng.Name, typ, status, reason, last)
+	return nil
+}
+
+func TestPoolRendersAndSettles(t *testing.T) {
+	ctx := context.Background()
+	ns := tenant(t)
+	ng := pool(ns, "workers", func(s *v1.NodeGroupSpec) { s.Roles = []string{"worker"} })
+	mustCreate(t, ng)
+	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+
+	if got.Status.OS != v1.OSTalos || got.Status.KubernetesVersion != "v1.35.4" || got.Status.MachineDeploymentName != "tenant-workers" {
+		t.Fatalf("status: os=%s version=%s md=%s", got.Status.OS, got.Status.KubernetesVersion, got.Status.MachineDeploymentName)
+	}
+	md := &clusterv1.MachineDeployment{}
+	mustGet(t, ns, "tenant-workers", md)
+	if md.Spec.Replicas != nil {
+		t.Errorf("spec.replicas = %d: the operator must leave it to Cluster API and the autoscaler", *md.Spec.Replicas)
+	}
+	if md.Annotations[render.AnnotationMinSize] != "1" || md.Annotations[render.AnnotationMaxSize] != "3" {
+		t.Errorf("autoscaler annotations: %v", md.Annotations)
+	}
+	if md.Spec.Template.Labels["node-role.kubernetes.io/worker"] != "" || md.Spec.Template.Labels[render.NodeLabelPool] != "workers" {
+		t.Errorf("machine labels: %v", md.Spec.Template.Labels)
+	}
+	if !metav1.IsControlledBy(md, got) {
+		t.Errorf("MachineDeployment is not controlled by the pool: %v", md.OwnerReferences)
+	}
+	mustGet(t, ns, got.Status.BootstrapTemplateName, &talos.TalosConfigTemplate{})
+	mustGet(t, ns, got.Status.InfrastructureTemplateName, &capk.KubevirtMachineTemplate{})
+	mustGet(t, ns, "tenant-workers", &clusterv1.MachineHealthCheck{})
+
+	// Steady state: ten forced resyncs send no write at all.
+	before := writes.Load()
+	for range 10 {
+		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load() - before; n != 0 {
+		t.Errorf("ten steady-state resyncs sent %d writes, want 0", n)
+	}
+}
+
+func TestReplicasOfAnotherManagerSurvive(t *testing.T) {
+	ctx := context.Background()
+	ns := tenant(t)
+	ng := pool(ns, "scaled", nil)
+	mustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+
+	// The autoscaler sets replicas through the scale subresource, as its own manager.
+	md := &clusterv1.MachineDeployment{}
+	mustGet(t, ns, "tenant-scaled", md)
+	scale := client.MergeFrom(md.DeepCopy())
+	md.Spec.Replicas = ptr(int32(2))
+	if err := env.Client.Patch(ctx, md, scale, client.FieldOwner("cluster-autoscaler")); err != nil {
+		t.Fatal(err)
+	}
+	// Touch the pool so every reconcile applies a changed MachineDeployment.
+	for i := range 10 {
+		mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.MaxReplicas = int32(3 + i) })
+		waitGeneration(t, ng)
+	}
+	mustGet(t, ns, "tenant-scaled", md)
+	if md.Spec.Replicas == nil || *md.Spec.Replicas != 2 {
+		t.Fatalf("replicas after ten reconciles = %v, want 2 (set by the autoscaler)", md.Spec.Replicas)
+	}
+	if md.Annotations[render.AnnotationMaxSize] != "12" {
+		t.Fatalf("max-size annotation = %q, want 12", md.Annotations[render.AnnotationMaxSize])
+	}
+}
+
+func TestTemplateRotation(t *testing.T) {
+	ctx := context.Background()
+	ns := tenant(t)
+	ng := pool(ns, "rotating", nil)
+	mustCreate(t, ng)
+	first := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	oldInfra := first.Status.InfrastructureTemplateName
+
+	// A MachineSet still uses the old machine template, as Cluster API's would mid-rollout.
+	ms := &clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-rotating-old", Labels: map[string]string{
+		render.LabelPool: "rotating", "cluster.x-k8s.io/deployment-name": "tenant-rotating", render.LabelClusterName: "tenant"}},
+		Spec: clusterv1.MachineSetSpec{ClusterName: "tenant",
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}},
+			Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"x": "y"}}, Spec: clusterv1.MachineSpec{
+				ClusterName: "tenant", Version: "v1.35.4",
+				Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "TalosConfigTemplate", Name: first.Status.BootstrapTemplateName}},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtMachineTemplate", Name: oldInfra},
+			}}}}
+	mustCreate(t, ms)
+
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.Resources.Memory = resource.MustParse("8Gi") })
+	second := waitGeneration(t, ng)
+	if second.Status.InfrastructureTemplateName == oldInfra {
+		t.Fatalf("a new size kept the machine template %s", oldInfra)
+	}
+	md := &clusterv1.MachineDeployment{}
+	mustGet(t, ns, "tenant-rotating", md)
+	if md.Spec.Template.Spec.InfrastructureRef.Name != second.Status.InfrastructureTemplateName {
+		t.Fatalf("MachineDeployment points at %s, want %s", md.Spec.Template.Spec.InfrastructureRef.Name, second.Status.InfrastructureTemplateName)
+	}
+	mustGet(t, ns, oldInfra, &capk.KubevirtMachineTemplate{}) // still used by the MachineSet
+
+	if err := env.Client.Delete(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "old machine template deleted once no MachineSet uses it", func() bool {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: oldInfra}, &capk.KubevirtMachineTemplate{})
+		return apierrors.IsNotFound(err)
+	})
+	mustGet(t, ns, second.Status.InfrastructureTemplateName, &capk.KubevirtMachineTemplate{})
+}
+
+func TestErrorConditions(t *testing.T) {
+	ns := tenant(t)
+	mustCreate(t, &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: "restricted"}, Spec: v1.LocationSpec{
+		Provider:          v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
+		AllowedNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}},
+	}})
+	nsNoSecret := tenant(t)
+	if err := env.Client.Delete(context.Background(), talosSecret(t, nsNoSecret)); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, ns   string
+		mutate     func(*v1.NodeGroupSpec)
+		condition  string
+		reason     string
+		msgContain string
+	}{
+		{"unknown class", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" }, v1.ConditionClassResolved, resolve.ReasonClassNotFound, `NodeGroupClass "nope" does not exist`},
+		{"unknown location", ns, func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, v1.ConditionLocationResolved, resolve.ReasonLocationNotFound, `Location "nowhere" does not exist`},
+		{"location not allowed", ns, func(s *v1.NodeGroupSpec) { s.LocationName = "restricted" }, v1.ConditionLocationResolved, resolve.ReasonLocationNotAllowed, "does not admit namespace"},
+		{"cluster not found", ns, func(s *v1.NodeGroupSpec) { s.ClusterName = "other" }, v1.ConditionClusterFound, resolve.ReasonClusterNotFound, `Cluster "other" does not exist in namespace`},
+		{"talos secrets missing", nsNoSecret, nil, v1.ConditionRendered, resolve.ReasonTalosSecretsMissing, "with the cluster's Talos secrets does not exist"},
+		{"ahead of control plane", ns, func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, v1.ConditionRendered, resolve.ReasonVersionAhead, "is ahead of the control plane (v1.35.4)"},
+		{"no disk for the minor", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" }, v1.ConditionRendered, resolve.ReasonImageNotAvailable, "no Kairos worker disk is published for Kubernetes v1.35"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ng := pool(tc.ns, fmt.Sprintf("bad-%d", i), tc.mutate)
+			mustCreate(t, ng)
+			got := waitCondition(t, ng, tc.condition, metav1.ConditionFalse, tc.reason)
+			if c := meta.FindStatusCondition(got.Status.Conditions, tc.condition); !strings.Contains(c.Message, tc.msgContain) {
+				t.Errorf("message %q does not say %q", c.Message, tc.msgContain)
+			}
+			if r := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse {
+				t.Errorf("Ready = %v, want False", r)
+			}
+			var mds clusterv1.MachineDeploymentList
+			if err := env.Client.List(context.Background(), &mds, client.InNamespace(tc.ns), client.MatchingLabels{render.LabelPool: ng.Name}); err != nil || len(mds.Items) != 0 {
+				t.Errorf("a pool in error has MachineDeployments: %d (%v)", len(mds.Items), err)
+			}
+		})
+	}
+}
+
+func TestDeletionOrder(t *testing.T) {
+	ctx := context.Background()
+	ns := tenant(t)
+	ng := pool(ns, "doomed", nil)
+	mustCreate(t, ng)
+	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+
+	// Hold the MachineDeployment with a finalizer, as Cluster API does while it drains.
+	md := &clusterv1.MachineDeployment{}
+	mustGet(t, ns, "tenant-doomed", md)
+	hold := client.MergeFrom(md.DeepCopy())
+	md.Finalizers = append(md.Finalizers, "test.nodegroup.io/draining")
+	if err := env.Client.Patch(ctx, md, hold); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "MachineDeployment marked for deletion", func() bool {
+		mustGet(t, ns, "tenant-doomed", md)
+		return !md.DeletionTimestamp.IsZero()
+	})
+	// While the machines drain, the templates they boot from stay.
+	time.Sleep(time.Second)
+	mustGet(t, ns, got.Status.BootstrapTemplateName, &talos.TalosConfigTemplate{})
+	mustGet(t, ns, got.Status.InfrastructureTemplateName, &capk.KubevirtMachineTemplate{})
+
+	release := client.MergeFrom(md.DeepCopy())
+	md.Finalizers = nil
+	if err := env.Client.Patch(ctx, md, release); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "templates and pool gone after the MachineDeployment", func() bool {
+		errA := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: got.Status.BootstrapTemplateName}, &talos.TalosConfigTemplate{})
+		errB := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: got.Status.InfrastructureTemplateName}, &capk.KubevirtMachineTemplate{})
+		errC := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1.NodeGroup{})
+		return apierrors.IsNotFound(errA) && apierrors.IsNotFound(errB) && apierrors.IsNotFound(errC)
+	})
+	// What the operator did not create is untouched.
+	mustGet(t, ns, "tenant", &clusterv1.Cluster{})
+	mustGet(t, ns, "tenant"+resolve.TalosSecretSuffix, &corev1.Secret{})
+}
+
+// TestSteadyStateOfFiftyPools measures the writes of a full resync of 50 settled pools.
+func TestSteadyStateOfFiftyPools(t *testing.T) {
+	ctx := context.Background()
+	ns := tenant(t)
+	var pools []*v1.NodeGroup
+	for i := range 50 {
+		ng := pool(ns, fmt.Sprintf("p%02d", i), nil)
+		mustCreate(t, ng)
+		pools = append(pools, ng)
+	}
+	for _, ng := range pools {
+		waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	}
+	time.Sleep(2 * time.Second) // let the watch events of the creates drain
+	before := writes.Load()
+	for _, ng := range pools {
+		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := writes.Load() - before
+	t.Logf("writes for a steady-state resync of 50 pools: %d", n)
+	if n != 0 {
+		t.Errorf("a steady-state resync of 50 pools sent %d writes, want 0", n)
+	}
+}

@@ -1,0 +1,89 @@
+package nodegroup_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+)
+
+func mustCreate(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func mustCreateOnce(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func mustGet(t *testing.T, ns, name string, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatalf("getting %T %s/%s: %v", obj, ns, name, err)
+	}
+}
+
+func mustUpdate(t *testing.T, ng *v1.NodeGroup, change func(*v1.NodeGroup)) {
+	t.Helper()
+	for range 10 {
+		cur := &v1.NodeGroup{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), cur); err != nil {
+			t.Fatal(err)
+		}
+		change(cur)
+		err := env.Client.Update(context.Background(), cur)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("could not update the pool: conflicts")
+}
+
+// waitGeneration waits until the pool's status describes its current generation.
+func waitGeneration(t *testing.T, ng *v1.NodeGroup) *v1.NodeGroup {
+	t.Helper()
+	got := &v1.NodeGroup{}
+	eventually(t, "status at the current generation", func() bool {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), got); err != nil {
+			return false
+		}
+		return got.Status.ObservedGeneration == got.Generation
+	})
+	return got
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for: %s", what)
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func ptr[T any](v T) *T { return &v }
