@@ -214,10 +214,9 @@ func TalosMachineConfig(in *Input) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pool %s/%s: Talos machine config: %w", in.Namespace, in.Name, err)
 	}
-	// Sized for the document so the buffer is allocated once: the certificates dominate.
-	size := 2048 + base64.StdEncoding.EncodedLen(len(cfg.Machine.CA.PEM)) + base64.StdEncoding.EncodedLen(len(cfg.Cluster.CA.PEM)) +
-		64*(len(in.Spec.Labels)+len(in.Spec.Taints)+len(in.Spec.KernelModules)+len(cfg.Machine.Sysctls)+len(cfg.Machine.Install.ExtraKernelArgs))
-	return string(cfg.appendYAML(make([]byte, 0, size))), nil
+	// A constant-size buffer stays on the stack (the string copies it out); a pool's
+	// document is 3-4 KiB, and a bigger one just grows the buffer.
+	return string(cfg.appendYAML(make([]byte, 0, 8192))), nil
 }
 
 // TalosConfigTemplate renders the pool's TalosConfigTemplate: CABPT with generateType

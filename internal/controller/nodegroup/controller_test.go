@@ -244,6 +244,7 @@ func TestErrorConditions(t *testing.T) {
 		{"cluster not found", ns, func(s *v1.NodeGroupSpec) { s.ClusterName = "other" }, v1.ConditionClusterFound, resolve.ReasonClusterNotFound, `Cluster "other" does not exist in namespace`},
 		{"talos secrets missing", nsNoSecret, nil, v1.ConditionRendered, resolve.ReasonTalosSecretsMissing, "with the cluster's Talos secrets does not exist"},
 		{"ahead of control plane", ns, func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, v1.ConditionRendered, resolve.ReasonVersionAhead, "is ahead of the control plane (v1.35.4)"},
+		{"instancetype not served", ns, func(s *v1.NodeGroupSpec) { s.Resources, s.InstanceType = nil, "u1.large" }, v1.ConditionRendered, resolve.ReasonInstanceTypeNotFound, `spec.instanceType "u1.large": KubeVirt instancetypes are not served`},
 		{"no disk for the minor", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" }, v1.ConditionRendered, resolve.ReasonImageNotAvailable, "no Kairos worker disk is published for Kubernetes v1.35"},
 	}
 	for i, tc := range cases {
