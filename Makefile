@@ -42,3 +42,7 @@ lint: ## gofmt, go vet, and a clean tree after `make generate`.
 test: lint ## Lint, then run the unit and integration tests against a real kube-apiserver.
 	@start=$$SECONDS; assets=$$(hack/testbin.sh); echo "control-plane binaries ready in $$((SECONDS-start))s: $$assets"; \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 $(TEST_ARGS) ./...
+
+.PHONY: demo
+demo: ## A local control plane, the operator, the example pools and what it made of them.
+	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/demo $(DEMO_ARGS)

@@ -139,3 +139,7 @@ func restConfigForDiscovery(cfg *rest.Config) *rest.Config {
 	c.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
 	return c
 }
+
+// KubeConfig is a kubeconfig for the control plane's admin user, for processes started
+// beside it (the operator binary, kubectl).
+func (e *Env) KubeConfig() []byte { return e.env.KubeConfig }

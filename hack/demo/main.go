@@ -1,0 +1,265 @@
+// Command demo shows the operator at work on a laptop: it starts a local control plane
+// (etcd and kube-apiserver from hack/testbin.sh's cache) with this project's CRDs and the
+// upstream Cluster API provider CRDs, runs the operator binary against it, applies
+// examples/, waits until the pools are reconciled and prints what the operator made.
+//
+// Usage: go run ./hack/demo [-keep]
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
+)
+
+func main() {
+	keep := flag.Bool("keep", false, "keep the control plane and the operator running; print the kubeconfig path")
+	flag.Parse()
+	start := time.Now()
+	if err := run(*keep, start); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
+
+func run(keep bool, start time.Time) error {
+	ctx := context.Background()
+	root := testenv.RepoRoot()
+	work, err := os.MkdirTemp("", "nodegroup-demo-")
+	if err != nil {
+		return err
+	}
+
+	step("building the operator")
+	bin := filepath.Join(work, "nodegroup-operator")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/nodegroup-operator")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building the operator: %w", err)
+	}
+
+	step("starting etcd and kube-apiserver with the CRDs")
+	crds, err := testenv.ProviderCRDs()
+	if err != nil {
+		return err
+	}
+	env, err := testenv.Start(testenv.Options{CRDs: crds})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if !keep {
+			_ = env.Stop()
+			_ = os.RemoveAll(work)
+		}
+	}()
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig(), 0o600); err != nil {
+		return err
+	}
+
+	step("starting the operator")
+	logFile, err := os.Create(filepath.Join(work, "operator.log"))
+	if err != nil {
+		return err
+	}
+	op := exec.Command(bin, "--kubeconfig", kubeconfig, "--leader-elect=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
+	op.Stdout, op.Stderr = logFile, logFile
+	if err := op.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		if !keep {
+			_ = op.Process.Kill()
+			_, _ = op.Process.Wait()
+		}
+	}()
+
+	step("applying examples/")
+	c := env.Client
+	for _, f := range []string{"platform.yaml", "tenant.yaml"} {
+		if err := applyFile(ctx, c, filepath.Join(root, "examples", f)); err != nil {
+			return err
+		}
+	}
+	if err := c.Create(ctx, talosSecret("tenant-demo", "demo")); err != nil {
+		return fmt.Errorf("creating the demo's Talos secrets: %w", err)
+	}
+	if err := applyFile(ctx, c, filepath.Join(root, "examples", "pools.yaml")); err != nil {
+		return err
+	}
+
+	step("waiting for the pools to be reconciled")
+	pools, err := waitPools(ctx, c, "tenant-demo", 3, 90*time.Second)
+	if err != nil {
+		return fmt.Errorf("%w (operator log: %s)", err, logFile.Name())
+	}
+	if err := summary(ctx, c, pools); err != nil {
+		return err
+	}
+	fmt.Printf("\ndemo finished in %s\n", time.Since(start).Round(time.Second))
+	if keep {
+		fmt.Printf("\nThe control plane and the operator keep running. Look further with:\n"+
+			"  export KUBECONFIG=%s\n  kubectl get nodegroups,machinedeployments -A\n  kubectl describe nodegroup -n tenant-demo burst\n"+
+			"Operator log: %s\nPress Ctrl-C to stop.\n", kubeconfig, logFile.Name())
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt)
+		<-sig
+		_ = op.Process.Kill()
+		_ = env.Stop()
+	}
+	return nil
+}
+
+func step(s string) { fmt.Fprintf(os.Stderr, "==> %s\n", s) }
+
+// applyFile creates every object of a multi-document YAML file by server-side apply.
+func applyFile(ctx context.Context, c client.Client, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("demo"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("%s: applying %s %s: %w", path, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// waitPools waits until every pool's status describes its spec and says Rendered
+// (True, or False with a reason that needs a person: a demo must not hang on it).
+func waitPools(ctx context.Context, c client.Client, ns string, want int, timeout time.Duration) ([]v1.NodeGroup, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var list v1.NodeGroupList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		done := 0
+		for _, p := range list.Items {
+			if r := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionRendered); r != nil && p.Status.ObservedGeneration == p.Generation {
+				done++
+			}
+		}
+		if done == want && len(list.Items) == want {
+			sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+			return list.Items, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("only %d of %d pools reconciled after %s", done, want, timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func summary(ctx context.Context, c client.Client, pools []v1.NodeGroup) error {
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nPOOL\tCLASS\tOS\tMIN..MAX\tRENDERED\tREASON\tMACHINEDEPLOYMENT")
+	for _, p := range pools {
+		r := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionRendered)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d..%d\t%s\t%s\t%s\n", p.Name, p.Spec.NodeGroupClassName, p.Status.OS,
+			p.Spec.MinReplicas, p.Spec.MaxReplicas, r.Status, r.Reason, p.Status.MachineDeploymentName)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, p := range pools {
+		r := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionRendered)
+		if r.Status != metav1.ConditionTrue {
+			fmt.Printf("\npool %s is not rendered: %s\n", p.Name, r.Message)
+			continue
+		}
+		md := &clusterv1.MachineDeployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Status.MachineDeploymentName}, md); err != nil {
+			return err
+		}
+		fmt.Printf("\nMachineDeployment %s (pool %s), version %s\n", md.Name, p.Name, md.Spec.Template.Spec.Version)
+		fmt.Printf("  bootstrap template:      %s %s\n", md.Spec.Template.Spec.Bootstrap.ConfigRef.Kind, md.Spec.Template.Spec.Bootstrap.ConfigRef.Name)
+		fmt.Printf("  infrastructure template: %s %s\n", md.Spec.Template.Spec.InfrastructureRef.Kind, md.Spec.Template.Spec.InfrastructureRef.Name)
+		keys := make([]string, 0, len(md.Annotations))
+		for k := range md.Annotations {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Printf("  %s: %s\n", k, md.Annotations[k])
+		}
+	}
+	return nil
+}
+
+// talosSecret makes the cluster's Talos secrets for the demo: fresh CAs and tokens. On a
+// platform they come with the tenant cluster.
+func talosSecret(ns, cluster string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + resolve.TalosSecretSuffix},
+		Data: map[string][]byte{
+			resolve.TalosKeyMachineToken:   []byte(token(6) + "." + token(16)),
+			resolve.TalosKeyMachineCACert:  selfSignedCA("talos-machine-ca"),
+			resolve.TalosKeyClusterCACert:  selfSignedCA("kubernetes"),
+			resolve.TalosKeyClusterID:      []byte(token(32)),
+			resolve.TalosKeyClusterSecret:  []byte(token(32)),
+			resolve.TalosKeyBootstrapToken: []byte(token(6) + "." + token(16)),
+		},
+	}
+}
+
+func token(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	for i := range b {
+		v, _ := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+		b[i] = alphabet[v.Int64()]
+	}
+	return string(b)
+}
+
+func selfSignedCA(cn string) []byte {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	var buf bytes.Buffer
+	_ = pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return buf.Bytes()
+}
