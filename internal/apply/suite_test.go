@@ -3,8 +3,6 @@ package apply_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -24,27 +22,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	crds, err := testenv.ProviderCRDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: upstream provider CRDs:", err)
-		os.Exit(1)
-	}
-	env, err = testenv.Start(testenv.Options{CRDs: crds})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: no test API server:", err)
-		os.Exit(1)
-	}
-	v, err := env.ServerVersion(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: the test API server does not answer /version:", err)
-		os.Exit(1)
-	}
-	fmt.Fprintln(os.Stderr, "API server under test: kube-apiserver", v)
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test API server:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, true, func(e *testenv.Env) error { env = e; return nil })
 }
 
 // write is one write request that reached the API server.

@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -143,3 +144,41 @@ func restConfigForDiscovery(cfg *rest.Config) *rest.Config {
 // KubeConfig is a kubeconfig for the control plane's admin user, for processes started
 // beside it (the operator binary, kubectl).
 func (e *Env) KubeConfig() []byte { return e.env.KubeConfig }
+
+// Main is a test package's TestMain: it starts the control plane (with the upstream
+// provider CRDs when withProviders), hands it to started, runs the tests and stops it.
+// A control plane that cannot start fails the package; it never skips.
+func Main(m *testing.M, withProviders bool, started func(*Env) error) {
+	var opts Options
+	if withProviders {
+		crds, err := ProviderCRDs()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: upstream provider CRDs:", err)
+			os.Exit(1)
+		}
+		opts.CRDs = crds
+	}
+	env, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: no test API server:", err)
+		os.Exit(1)
+	}
+	v, err := env.ServerVersion(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: the test API server does not answer /version:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintln(os.Stderr, "API server under test: kube-apiserver", v)
+	if started != nil {
+		if err := started(env); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: setting up the test package:", err)
+			_ = env.Stop()
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test API server:", err)
+	}
+	os.Exit(code)
+}

@@ -29,27 +29,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	crds, err := testenv.ProviderCRDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: upstream provider CRDs:", err)
-		os.Exit(1)
-	}
-	env, err = testenv.Start(testenv.Options{CRDs: crds})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: no test API server:", err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := startManager(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: starting the operator's manager:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cancel()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test API server:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, true, func(e *testenv.Env) error {
+		env = e
+		return startManager(context.Background())
+	})
 }
 
 func startManager(ctx context.Context) error {
