@@ -32,7 +32,7 @@ testbin: ## Build (or find cached) etcd and kube-apiserver for the tests.
 
 .PHONY: lint
 lint: ## gofmt, go vet, and a clean tree after `make generate`.
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | xargs -r ls -d 2>/dev/null)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory generate
 	@if [ -n "$$(git status --porcelain -- api charts internal/providers)" ]; then \

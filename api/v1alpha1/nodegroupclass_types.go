@@ -89,14 +89,12 @@ type TalosClassSpec struct {
 
 // KairosClassSpec customises the Kairos system of a class.
 type KairosClassSpec struct {
-	// sshAuthorizedKeys are public keys of the worker user: the only way into a Kairos
-	// worker. Without them the user has no usable credential.
+	// sshAuthorizedKey is the public key of the worker user: the only way into a Kairos
+	// worker. Without it the user's password is random and shown to nobody.
 	// +optional
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=8
-	// +kubebuilder:validation:items:MaxLength=1024
-	// +kubebuilder:validation:items:Pattern=`^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521|sk-ssh-ed25519@openssh.com) [A-Za-z0-9+/=]+( [^\n\r]*)?$`
-	SSHAuthorizedKeys []string `json:"sshAuthorizedKeys,omitempty"`
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521|sk-ssh-ed25519@openssh.com) [A-Za-z0-9+/=]+( [^\n\r]*)?$`
+	SSHAuthorizedKey string `json:"sshAuthorizedKey,omitempty"`
 }
 
 // SecretReference names a Secret in a namespace.

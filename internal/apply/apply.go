@@ -122,8 +122,8 @@ type Applier struct {
 // a dry run, the template existence check and the MachineSet list before a delete then
 // see the server's state, not a cache that may lag. nil reads with c.
 //
-// c's scheme must know Cluster API's v1beta2 kinds (see AddToScheme); templates are read
-// and written as unstructured objects and need no scheme.
+// c's scheme must know Cluster API's v1beta2 kinds (internal/scheme.New has them);
+// templates are read and written as unstructured objects and need no scheme.
 func New(c client.Client, reader client.Reader) *Applier {
 	if reader == nil {
 		reader = c

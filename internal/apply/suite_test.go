@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -63,11 +63,7 @@ func kindOf(obj client.Object) string { return obj.GetObjectKind().GroupVersionK
 // for the Applier under test; both talk to the same real server.
 func newClients(t *testing.T) (client.Client, client.Client, *recorder) {
 	t.Helper()
-	s, err := apply.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := client.NewWithWatch(env.Config, client.Options{Scheme: s})
+	plain, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

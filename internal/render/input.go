@@ -39,6 +39,13 @@ type Input struct {
 
 	// TalosSecrets are the cluster's Talos secrets; set for Talos classes.
 	TalosSecrets *TalosSecrets
+
+	// KairosUserSecret names the per-cluster Secret holding the worker user's random
+	// password (key "password"); set for Kairos classes.
+	KairosUserSecret string
+	// ImagePullSecret names the operator's copy of the class's pull secret in the pool's
+	// namespace, for CDI to pull the worker disk; empty when the class has none.
+	ImagePullSecret string
 }
 
 // Cluster holds the facts of a CAPI Cluster and its control plane that render needs.

@@ -116,7 +116,7 @@ func systemDiskSource(in *Input) (capk.DataVolumeSource2, error) {
 		if ref == "" {
 			return capk.DataVolumeSource2{}, &ImageNotAvailableError{Minor: in.Release.Minor}
 		}
-		return capk.DataVolumeSource2{Registry: &capk.RegistrySource{URL: "docker://" + ref}}, nil
+		return capk.DataVolumeSource2{Registry: &capk.RegistrySource{URL: "docker://" + ref, SecretRef: in.ImagePullSecret}}, nil
 	default:
 		return capk.DataVolumeSource2{}, fmt.Errorf("class os %q is neither Talos nor Kairos", in.Class.OS)
 	}

@@ -8,12 +8,13 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 )
 
 // Output is the desired state of one pool.
 type Output struct {
-	// Bootstrap is the bootstrap config template (TalosConfigTemplate for Talos classes).
+	// Bootstrap is the bootstrap config template: TalosConfigTemplate or KairosConfigTemplate.
 	Bootstrap client.Object
 	// Infrastructure is the machine template (KubevirtMachineTemplate).
 	Infrastructure *capk.KubevirtMachineTemplate
@@ -53,6 +54,15 @@ func Render(in *Input) (*Output, error) {
 			return nil, err
 		}
 		bootstrap = t
+	case v1.OSKairos:
+		k, err := kairosConfigTemplate(in)
+		if err != nil {
+			return nil, err
+		}
+		if err := nameTemplate(in, k, k.Spec); err != nil {
+			return nil, err
+		}
+		bootstrap = k
 	default:
 		return nil, fmt.Errorf("class %q: os %q is not supported by this operator version", in.ClassName, in.Class.OS)
 	}
@@ -85,6 +95,8 @@ func templateRef(obj client.Object) clusterv1.ContractVersionedObjectReference {
 	switch obj.(type) {
 	case *talos.TalosConfigTemplate:
 		group, kind = talos.GroupVersion.Group, "TalosConfigTemplate"
+	case *kairos.KairosConfigTemplate:
+		group, kind = kairos.GroupVersion.Group, "KairosConfigTemplate"
 	case *capk.KubevirtMachineTemplate:
 		group, kind = capk.GroupVersion.Group, "KubevirtMachineTemplate"
 	}

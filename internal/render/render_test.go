@@ -71,7 +71,45 @@ func goldenCases(t testing.TB) map[string]*Input {
 		f(in)
 		return in
 	}
+	kairosBase := func(f func(in *Input)) *Input {
+		return with(func(in *Input) {
+			in.ClassName, in.Spec.NodeGroupClassName = "kairos", "kairos"
+			in.Class = v1.NodeGroupClassSpec{OS: v1.OSKairos}
+			in.TalosSecrets = nil
+			in.Release.Kairos.Disk = "registry.example.com/nodegroup/kairos-worker@sha256:" + strings.Repeat("ab", 32)
+			in.KairosUserSecret = "tenant-a-kairos-user"
+			if f != nil {
+				f(in)
+			}
+		})
+	}
 	return map[string]*Input{
+		"kairos-default": kairosBase(nil),
+		"kairos-class-image": kairosBase(func(in *Input) {
+			in.ClassName, in.Spec.NodeGroupClassName = "kairos-own", "kairos-own"
+			in.Class = v1.NodeGroupClassSpec{OS: v1.OSKairos,
+				Image:  &v1.ClassImage{Reference: "registry.example.com/platform/kairos@sha256:" + strings.Repeat("cd", 32), KubernetesVersion: "v1.35.2"},
+				Kairos: &v1.KairosClassSpec{SSHAuthorizedKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGl8 platform@example.com"},
+			}
+			in.KubernetesVersion = "v1.35.2"
+			in.ImagePullSecret = "nodegroup-pull-kairos-own"
+			in.Spec.Labels = map[string]v1.LabelValue{"tier": "web"}
+			in.Spec.Taints = []v1.Taint{{Key: "dedicated", Value: "web", Effect: "NoSchedule"}}
+		}),
+		"kairos-gpu-refused": kairosBase(func(in *Input) {
+			in.Spec.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", Count: 1}}
+			in.Spec.KernelModules = []string{"nvidia"}
+		}),
+		"kairos-hostile-strings": kairosBase(func(in *Input) {
+			in.Spec.Labels = map[string]v1.LabelValue{"a": "{{ .Values.x }}", "b": "x,node-role.kubernetes.io/control-plane=y"}
+		}),
+		"kairos-yaml-lookalike-strings": kairosBase(func(in *Input) {
+			in.Spec.Labels = map[string]v1.LabelValue{"a": "true", "b": "null", "c": "0x1F"}
+			in.Spec.Taints = []v1.Taint{{Key: "yes", Value: "no", Effect: "NoExecute"}}
+		}),
+		"kairos-address-change": kairosBase(func(in *Input) {
+			in.Cluster.APIServer.ClusterIP = "10.96.200.7"
+		}),
 		"talos-default": baseInput(t),
 		"autoscaled-from-zero": with(func(in *Input) {
 			in.Spec.MinReplicas, in.Spec.MaxReplicas = 0, 10
@@ -146,7 +184,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out, err := Render(in)
 			if err != nil {
-				if name == "hostile-strings" {
+				if strings.Contains(name, "hostile") || strings.HasSuffix(name, "-refused") {
 					// render refuses values a shell or the kubelet would misread: that
 					// refusal is the golden output.
 					checkGolden(t, name, []byte("error: "+err.Error()+"\n"))
@@ -164,6 +202,29 @@ func TestRenderGolden(t *testing.T) {
 			}
 			checkGolden(t, name, first)
 		})
+	}
+}
+
+// TestAddressChangeRerendersOnlyTheBootstrapTemplate: a new apiserver ClusterIP reaches
+// the worker's /etc/hosts, so the bootstrap template is renamed; nothing else changes.
+func TestAddressChangeRerendersOnlyTheBootstrapTemplate(t *testing.T) {
+	cases := goldenCases(t)
+	a, err := Render(cases["kairos-default"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Render(cases["kairos-address-change"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Bootstrap.GetName() == b.Bootstrap.GetName() {
+		t.Fatalf("bootstrap template kept its name %s across an address change", a.Bootstrap.GetName())
+	}
+	if a.Infrastructure.Name != b.Infrastructure.Name {
+		t.Errorf("machine template changed on an address change")
+	}
+	if !strings.Contains(string(marshalOutput(t, b)), "10.96.200.7 tenant-a tenant-a.tenant-a") {
+		t.Errorf("the new address is not in the hosts file")
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,9 +29,9 @@ import (
 //
 // The document is written by appendYAML below, not by a YAML library. The structs keep
 // their json tags, and a test checks that sigs.k8s.io/yaml reads the same document back
-// from both encodings, but the library is 20 times slower than this whole file (JSON,
-// then a YAML parse, then a YAML emit, ~400 µs a pool) and render runs for every pool on
-// every resync. The writer is small because the shape is fixed: the only free-form
+// from both encodings, but the library (JSON, then a YAML parse, then a YAML emit) takes
+// ~400 µs a pool, a hundred times this writer, and render runs for every pool on every
+// resync. The writer is small because the shape is fixed: the only free-form
 // input is a string scalar, and appendYAMLScalar writes every string either as a plain
 // scalar from a conservative character set that YAML cannot read as anything else, or
 // double-quoted with every character outside printable ASCII escaped. Tenant values are
@@ -250,10 +249,10 @@ func talosMachineConfig(in *Input) (*talosConfig, error) {
 		// Nothing else can be rendered meaningfully without them.
 		return nil, fmt.Errorf("the cluster's Talos secrets are missing (Secret %s-talos)", in.Cluster.Name)
 	}
-	switch {
-	case s.MachineToken == "":
+	if s.MachineToken == "" {
 		bad("Talos secrets: the machine token is empty")
-	case s.BootstrapToken == "":
+	}
+	if s.BootstrapToken == "" {
 		bad("Talos secrets: the bootstrap token is empty")
 	}
 	checkCertificates(bad, "Talos secrets: the machine CA certificate", s.MachineCACert)
@@ -771,8 +770,16 @@ func (c *talosCertificate) appendYAML(b []byte, indent int, key string) []byte {
 	b = appendYAMLKey(b, indent, key)
 	b = append(b, spaces[:indent+2]...)
 	b = append(b, "crt: "...)
-	// Base64 is plain-safe: it starts with "LS0t" ("---") and has only [A-Za-z0-9+/=].
+	// Base64 has only [A-Za-z0-9+/=], all plain-safe, and starts with a letter ("LS0t"
+	// for "---") unless the PEM starts with a byte >= 0xD0; quoting needs no escapes.
+	quote := c.PEM == "" || c.PEM[0] >= 0xd0
+	if quote {
+		b = append(b, '"')
+	}
 	b = base64.StdEncoding.AppendEncode(b, []byte(c.PEM))
+	if quote {
+		b = append(b, '"')
+	}
 	b = append(b, '\n')
 	b = append(b, spaces[:indent+2]...)
 	return append(b, `key: ""`+"\n"...)

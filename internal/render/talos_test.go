@@ -563,10 +563,13 @@ func TestTalosYAMLMatchesLibrary(t *testing.T) {
 		hostile.Spec.Taints = append(hostile.Spec.Taints, v1.Taint{Key: s, Value: s, Effect: "NoSchedule"})
 		hostile.Spec.Talos.Sysctls[fmt.Sprintf("kernel.x%d", i)] = v1.SysctlValue(s)
 	}
+	// A PEM behind non-ASCII white space: its base64 starts with a digit, so it is quoted.
+	oddCA := testTalosInput()
+	oddCA.TalosSecrets.ClusterCACert = "\u3000" + oddCA.TalosSecrets.ClusterCACert
 	bare := testTalosInput()
 	bare.Cluster = Cluster{Name: "c", ControlPlaneHost: "10.0.0.1", ControlPlanePort: 443}
 
-	for name, in := range map[string]*Input{"default": testTalosInput(), "full": testTalosFullInput(), "hostile": hostile, "bare": bare} {
+	for name, in := range map[string]*Input{"default": testTalosInput(), "full": testTalosFullInput(), "hostile": hostile, "bare": bare, "odd CA": oddCA} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := talosMachineConfig(in)
 			if err != nil {
@@ -588,7 +591,10 @@ func TestTalosYAMLMatchesLibrary(t *testing.T) {
 				t.Errorf("our YAML reads back differently from sigs.k8s.io/yaml's:\n%s\n---\n%s", ours, lib)
 			}
 			if name != "hostile" {
-				loadTalos(t, string(ours))
+				raw := loadTalos(t, string(ours)).RawV1Alpha1()
+				if got := string(raw.ClusterConfig.ClusterCA.Crt); got != in.TalosSecrets.ClusterCACert {
+					t.Errorf("cluster CA reads back as %q", got)
+				}
 			}
 		})
 	}

@@ -24,6 +24,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
@@ -116,9 +117,16 @@ func (r *Resolver) Resolve(ctx context.Context, ng *v1.NodeGroup) (*render.Input
 	if in.Machine, err = r.machineSize(ctx, ng); err != nil {
 		return nil, err
 	}
-	if in.Class.OS == v1.OSTalos {
+	switch in.Class.OS {
+	case v1.OSTalos:
 		if in.TalosSecrets, err = r.talosSecrets(ctx, ng.Namespace, cluster.Name); err != nil {
 			return nil, err
+		}
+	case v1.OSKairos:
+		// The controller creates these Secrets before it applies; render only names them.
+		in.KairosUserSecret = credentials.WorkerPasswordName(cluster.Name)
+		if in.Class.ImagePullSecretRef != nil {
+			in.ImagePullSecret = credentials.PullSecretName(in.ClassName)
 		}
 	}
 	return in, nil

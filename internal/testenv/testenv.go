@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -149,6 +152,9 @@ func (e *Env) KubeConfig() []byte { return e.env.KubeConfig }
 // provider CRDs when withProviders), hands it to started, runs the tests and stops it.
 // A control plane that cannot start fails the package; it never skips.
 func Main(m *testing.M, withProviders bool, started func(*Env) error) {
+	// Controllers under test log through controller-runtime; keep their output out of
+	// the test log unless a test fails loudly on its own.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	var opts Options
 	if withProviders {
 		crds, err := ProviderCRDs()

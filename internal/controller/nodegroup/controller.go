@@ -27,7 +27,9 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -46,18 +48,21 @@ const (
 
 // Reasons of conditions the controller sets itself.
 const (
-	ReasonResolved         = "Resolved"
-	ReasonApplied          = "Applied"
-	ReasonRenderFailed     = "RenderFailed"
-	ReasonApplyFailed      = "ApplyFailed"
-	ReasonWaiting          = "WaitingForDependencies"
-	ReasonMachinesReady    = "MachinesReady"
-	ReasonMachinesNotReady = "MachinesNotReady"
+	ReasonResolved          = "Resolved"
+	ReasonApplied           = "Applied"
+	ReasonRenderFailed      = "RenderFailed"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonWaiting           = "WaitingForDependencies"
+	ReasonMachinesReady     = "MachinesReady"
+	ReasonMachinesNotReady  = "MachinesNotReady"
+	ReasonOSSwitchRefused   = "OSSwitchRefused"
+	ReasonCredentialsFailed = "CredentialsFailed"
 )
 
 // templateKinds are the template kinds a pool may have, for clean-up.
 var templateKinds = []schema.GroupVersionKind{
 	talos.GroupVersion.WithKind("TalosConfigTemplate"),
+	kairos.GroupVersion.WithKind("KairosConfigTemplate"),
 	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
 }
 
@@ -88,12 +93,13 @@ func (r *Reconciler) Applier() *apply.Applier { return r.applier }
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinehealthchecks,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigtemplates,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigtemplates;kairosconfigtemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=instancetype.kubevirt.io,resources=virtualmachineclusterinstancetypes,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get
+// +kubebuilder:rbac:groups="",resources=services,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -145,6 +151,17 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 		return ctrl.Result{}, nil // a spec or platform change fixes this; both are watched
 	}
 
+	if refused := r.osSwitchRefused(ctx, ng, out); refused != "" {
+		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonOSSwitchRefused, refused)
+		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonOSSwitchRefused, "the pool keeps running as it is")
+		return ctrl.Result{}, nil
+	}
+	if err := r.credentials(ctx, ng, in); err != nil {
+		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonCredentialsFailed, err.Error())
+		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonCredentialsFailed, err.Error())
+		return ctrl.Result{RequeueAfter: waitDelay}, nil
+	}
+
 	owner := apply.NodeGroupOwner(ng)
 	for _, obj := range out.Objects() {
 		if _, err := r.applier.Apply(ctx, owner, obj); err != nil {
@@ -166,6 +183,57 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
 	setCondition(ng, v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
 	return ctrl.Result{}, r.observe(ctx, ng, md.Name)
+}
+
+// osSwitchRefused is the second line of defence behind admission: a pool whose
+// MachineDeployment exists cannot move between a Talos and a Kairos class, in either
+// direction, because its machines would be replaced by ones that join differently. The
+// live MachineDeployment's bootstrap template kind decides. It returns why, or "".
+func (r *Reconciler) osSwitchRefused(ctx context.Context, ng *v1.NodeGroup, out *render.Output) string {
+	live := &clusterv1.MachineDeployment{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(out.MachineDeployment), live); err != nil {
+		return "" // none yet: a pool that has not rendered moves freely
+	}
+	have := live.Spec.Template.Spec.Bootstrap.ConfigRef.Kind
+	want := out.Bootstrap.GetObjectKind().GroupVersionKind().Kind
+	if have == "" || have == want {
+		return ""
+	}
+	msg := fmt.Sprintf("class %q boots with a %s, but the pool's machines run with a %s: a running pool cannot switch between Talos and Kairos; set spec.nodeGroupClassName back, or create a new pool on the new class and delete this one",
+		ng.Spec.NodeGroupClassName, want, have)
+	r.event(ng, corev1.EventTypeWarning, ReasonOSSwitchRefused, "%s", msg)
+	return msg
+}
+
+// credentials creates the Secrets a Kairos pool's machines read before its templates
+// name them, and releases pull secret copies of classes the pool no longer uses.
+func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *render.Input) error {
+	if in.KairosUserSecret != "" {
+		cluster := &clusterv1.Cluster{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: in.Cluster.Name}, cluster); err != nil {
+			return err
+		}
+		gvk := clusterv1.GroupVersion.WithKind("Cluster")
+		if err := credentials.EnsureWorkerPassword(ctx, r.Client, r.APIReader, cluster,
+			metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}); err != nil {
+			return fmt.Errorf("the worker password Secret: %w", err)
+		}
+	}
+	keep := ""
+	if ref := in.Class.ImagePullSecretRef; ref != nil && in.Class.OS == v1.OSKairos {
+		image := in.Release.Kairos.Disk
+		if in.Class.Image != nil {
+			image = in.Class.Image.Reference
+		}
+		if err := credentials.ProjectPullSecret(ctx, r.Client, r.APIReader, ng, in.ClassName, *ref, image); err != nil {
+			return err
+		}
+		keep = in.ClassName
+	}
+	if ng.Generation == ng.Status.ObservedGeneration {
+		return nil // the class did not change since the last reconcile: nothing to release
+	}
+	return credentials.ReleasePullSecrets(ctx, r.Client, r.APIReader, ng, keep)
 }
 
 // observe copies the MachineDeployment's counts into the pool's status.
@@ -241,6 +309,9 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 				return ctrl.Result{}, err
 			}
 		}
+	}
+	if err := credentials.ReleasePullSecrets(ctx, r.Client, r.APIReader, ng, ""); err != nil {
+		return ctrl.Result{}, err
 	}
 	// With the MachineDeployment gone no MachineSet of the pool remains, so every
 	// template of the pool is superseded.

@@ -1,0 +1,153 @@
+package nodegroup_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+)
+
+const kairosImage = "registry.example.com/platform/kairos-worker@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// kairosClass publishes a Kairos class with its own image and a pull secret, once.
+func kairosClass(t *testing.T) {
+	t.Helper()
+	mustCreateOnce(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
+	auth, _ := json.Marshal(map[string]any{"auths": map[string]any{"registry.example.com": map[string]string{"username": "robot", "password": "s3cret"}}})
+	mustCreateOnce(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "registry"},
+		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: auth}})
+	mustCreateOnce(t, &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: "kairos-own"}, Spec: v1.NodeGroupClassSpec{
+		OS:                 v1.OSKairos,
+		Image:              &v1.ClassImage{Reference: kairosImage, KubernetesVersion: "v1.35.2"},
+		ImagePullSecretRef: &v1.SecretReference{Namespace: "platform", Name: "registry"},
+	}})
+}
+
+func TestKairosPool(t *testing.T) {
+	ctx := context.Background()
+	kairosClass(t)
+	ns := tenant(t)
+	ng := pool(ns, "kairos", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos-own" })
+	mustCreate(t, ng)
+	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	if got.Status.OS != v1.OSKairos || got.Status.KubernetesVersion != "v1.35.2" {
+		t.Fatalf("status os=%s version=%s, want Kairos v1.35.2 (the class image's release)", got.Status.OS, got.Status.KubernetesVersion)
+	}
+	kct := &kairos.KairosConfigTemplate{}
+	mustGet(t, ns, got.Status.BootstrapTemplateName, kct)
+	spec := kct.Spec.Template.Spec
+	if spec.Distribution != "kubeadm" || spec.Role != "worker" || spec.KubernetesVersion != "v1.35.2" {
+		t.Errorf("template: distribution=%s role=%s version=%s", spec.Distribution, spec.Role, spec.KubernetesVersion)
+	}
+	if spec.UserPasswordSecretRef == nil || spec.UserPasswordSecretRef.Name != credentials.WorkerPasswordName("tenant") {
+		t.Fatalf("userPasswordSecretRef = %+v", spec.UserPasswordSecretRef)
+	}
+	pw := &corev1.Secret{}
+	mustGet(t, ns, credentials.WorkerPasswordName("tenant"), pw)
+	if len(pw.Data[credentials.WorkerPasswordKey]) < 32 || len(pw.OwnerReferences) != 1 || pw.OwnerReferences[0].Kind != "Cluster" {
+		t.Errorf("worker password Secret: %d bytes, owners %v", len(pw.Data[credentials.WorkerPasswordKey]), pw.OwnerReferences)
+	}
+	pull := &corev1.Secret{}
+	mustGet(t, ns, credentials.PullSecretName("kairos-own"), pull)
+	if string(pull.Data["accessKeyId"]) != "robot" || string(pull.Data["secretKey"]) != "s3cret" {
+		t.Errorf("pull secret copy holds %v", pull.Data)
+	}
+	infra := &capk.KubevirtMachineTemplate{}
+	mustGet(t, ns, got.Status.InfrastructureTemplateName, infra)
+	vm := infra.Spec.Template.Spec.VirtualMachineTemplate.Spec
+	src := vm.DataVolumeTemplates[0].Spec.Source.Registry
+	if src == nil || src.URL != "docker://"+kairosImage || src.SecretRef != pull.Name {
+		t.Errorf("system disk source = %+v", src)
+	}
+	if efi := vm.Template.Spec.Domain.Firmware; efi == nil || efi.Bootloader.EFI.SecureBoot == nil || *efi.Bootloader.EFI.SecureBoot {
+		t.Errorf("firmware = %+v, want EFI with secure boot off", efi)
+	}
+
+	// Deleting the pool removes the pull secret copy it was the last user of.
+	if err := env.Client.Delete(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pull secret copy removed with its last pool", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(pull), &corev1.Secret{}))
+	})
+	mustGet(t, ns, credentials.WorkerPasswordName("tenant"), &corev1.Secret{}) // per cluster: stays
+}
+
+// runningObjects is what a running pool has: compared before and after a refused switch.
+type runningObjects struct {
+	MD        clusterv1.MachineDeploymentSpec
+	Bootstrap string
+	Infra     string
+}
+
+func snapshot(t *testing.T, ng *v1.NodeGroup) runningObjects {
+	t.Helper()
+	md := &clusterv1.MachineDeployment{}
+	mustGet(t, ng.Namespace, "tenant-"+ng.Name, md)
+	return runningObjects{MD: md.Spec, Bootstrap: md.Spec.Template.Spec.Bootstrap.ConfigRef.Name, Infra: md.Spec.Template.Spec.InfrastructureRef.Name}
+}
+
+func TestOSSwitchRefusedBothWays(t *testing.T) {
+	kairosClass(t)
+	for _, tc := range []struct{ name, from, to string }{
+		{"talos to kairos", "talos", "kairos-own"},
+		{"kairos to talos", "kairos-own", "talos"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := tenant(t)
+			ng := pool(ns, "switch", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = tc.from })
+			mustCreate(t, ng)
+			waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+			before := snapshot(t, ng)
+
+			mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = tc.to })
+			got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionFalse, nodegroup.ReasonOSSwitchRefused)
+			c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionRendered)
+			if !strings.Contains(c.Message, "a running pool cannot switch between Talos and Kairos") {
+				t.Errorf("message: %s", c.Message)
+			}
+			time.Sleep(500 * time.Millisecond)
+			after := snapshot(t, ng)
+			if !equality.Semantic.DeepEqual(before, after) {
+				t.Errorf("a refused switch changed the running objects:\nbefore %+v\nafter  %+v", before, after)
+			}
+			// Both templates the machines boot from are still there.
+			if tc.from == "talos" {
+				mustGet(t, ns, before.Bootstrap, &talos.TalosConfigTemplate{})
+			} else {
+				mustGet(t, ns, before.Bootstrap, &kairos.KairosConfigTemplate{})
+			}
+			mustGet(t, ns, before.Infra, &capk.KubevirtMachineTemplate{})
+
+			// Moving back heals the pool.
+			mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = tc.from })
+			waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+		})
+	}
+}
+
+func TestUnrenderedPoolMovesFreely(t *testing.T) {
+	kairosClass(t)
+	ns := tenant(t)
+	ng := pool(ns, "free", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" })
+	mustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionClassResolved, metav1.ConditionFalse, "ClassNotFound")
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = "kairos-own" })
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+}
