@@ -151,3 +151,48 @@ func TestUnrenderedPoolMovesFreely(t *testing.T) {
 	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = "kairos-own" })
 	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 }
+
+// TestAddressChangeRerenders: when the tenant API server's Service comes back with
+// another ClusterIP, the pool's bootstrap template carries the new address.
+func TestAddressChangeRerenders(t *testing.T) {
+	ctx := context.Background()
+	kairosClass(t)
+	ns := tenant(t)
+	ng := pool(ns, "moving", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos-own" })
+	mustCreate(t, ng)
+	first := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	svc := &corev1.Service{}
+	mustGet(t, ns, "tenant", svc)
+	oldIP := svc.Spec.ClusterIP
+	if err := env.Client.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, ng, v1.ConditionClusterFound, metav1.ConditionFalse, "ControlPlanePending")
+	// Ask for an address other than the old one (the test API server's range is 10.0.0.0/24).
+	newIP := "10.0.0.250"
+	if oldIP == newIP {
+		newIP = "10.0.0.251"
+	}
+	mustCreate(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"},
+		Spec: corev1.ServiceSpec{ClusterIP: newIP, Ports: []corev1.ServicePort{{Name: "https", Port: 6443}}}})
+	mustGet(t, ns, "tenant", svc)
+	var second *v1.NodeGroup
+	eventually(t, "a new bootstrap template with the new address", func() bool {
+		second = waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+		return second.Status.BootstrapTemplateName != first.Status.BootstrapTemplateName
+	})
+	kct := &kairos.KairosConfigTemplate{}
+	mustGet(t, ns, second.Status.BootstrapTemplateName, kct)
+	var hosts string
+	for _, f := range kct.Spec.Template.Spec.Files {
+		if f.Path == "/etc/hosts" {
+			hosts = f.Content
+		}
+	}
+	if !strings.Contains(hosts, svc.Spec.ClusterIP+" tenant ") || strings.Contains(hosts, oldIP+" ") {
+		t.Errorf("hosts file after the address change:\n%s\nwant %s, not %s", hosts, svc.Spec.ClusterIP, oldIP)
+	}
+	if second.Status.InfrastructureTemplateName != first.Status.InfrastructureTemplateName {
+		t.Errorf("the machine template changed on an address change")
+	}
+}

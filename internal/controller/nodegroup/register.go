@@ -3,6 +3,7 @@ package nodegroup
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -79,6 +80,11 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		Watches(&v1.NodeGroupClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexClass, false))).
 		Watches(&v1.Location{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexLocation, false))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexCluster, true))).
+		// Render reads Service ClusterIPs (the tenant API server, the management DNS).
+		// A ClusterIP never changes in place, so a Service's creation and deletion are the
+		// events that matter; metadata is all the cache keeps of them.
+		WatchesMetadata(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfService),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)}).
 		Complete(r)
 }
@@ -98,6 +104,15 @@ func (r *Reconciler) poolsBy(field string, namespaced bool) handler.MapFunc {
 		}
 		return r.requests(ctx, opts...)
 	}
+}
+
+// poolsOfService maps a Service to the pools that may render its address: the pools of
+// its namespace (the tenant API server), or every pool for the management DNS.
+func (r *Reconciler) poolsOfService(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetNamespace() == r.ManagementDNS.Namespace && obj.GetName() == r.ManagementDNS.Name {
+		return r.requests(ctx)
+	}
+	return r.requests(ctx, client.InNamespace(obj.GetNamespace()))
 }
 
 // poolsByLabel maps a MachineSet to its pool through the pool label.
