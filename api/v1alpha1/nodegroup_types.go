@@ -195,7 +195,7 @@ type NodeGroupTalos struct {
 	// sysctls are kernel parameters set on each machine.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 128 && k.matches('^[a-z0-9_.-]+(/[a-z0-9_.-]+)*$'))",message="spec.talos.sysctls keys must be kernel parameter names (a-z, 0-9, '_', '.', '-', '/')"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 128 && k.matches('^[a-z0-9_-]+([./][a-z0-9_-]+)*$'))",message="spec.talos.sysctls keys must be kernel parameter names: parts of a-z, 0-9, '_' or '-' joined by '.' or '/', no empty or dot-only parts"
 	Sysctls map[string]SysctlValue `json:"sysctls,omitempty"`
 }
 

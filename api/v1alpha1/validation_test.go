@@ -265,6 +265,9 @@ func TestNodeGroupRules(t *testing.T) {
 		{name: "hostile sysctl refused", obj: pool("sysctl", func(s *v1.NodeGroupSpec) {
 			s.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"kernel.x": "1; reboot"}}
 		}), wantErr: "spec.talos.sysctls values must be plain values"},
+		{name: "sysctl key escaping /proc/sys refused", obj: pool("sysctl-path", func(s *v1.NodeGroupSpec) {
+			s.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"net/../../../var/lib/x": "1"}}
+		}), wantErr: "spec.talos.sysctls keys must be kernel parameter names"},
 		{name: "unpinned osImage with shell refused", obj: pool("osimage-shell", func(s *v1.NodeGroupSpec) { s.OSImage = "x`id`" }),
 			wantErr: "spec.osImage must be an image reference"},
 		{name: "rollout and health check", obj: pool("rollout", func(s *v1.NodeGroupSpec) {
