@@ -13,6 +13,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 )
@@ -64,6 +65,11 @@ func main() {
 	}
 	if err := r.Register(mgr, concurrency); err != nil {
 		log.Error(err, "registering the NodeGroup controller")
+		os.Exit(1)
+	}
+	dns := &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	if err := dns.Register(mgr); err != nil {
+		log.Error(err, "registering the control-plane DNS controller")
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -79,6 +79,8 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	env    *envtest.Environment
+
+	beforeStop []func()
 }
 
 // Options say what to install besides this project's CRDs.
@@ -114,8 +116,17 @@ func Start(opts Options) (*Env, error) {
 	return &Env{Config: cfg, Client: c, env: env}, nil
 }
 
+// BeforeStop registers f to run before the control plane stops, such as cancelling a
+// manager that talks to it (a client still watching slows the API server's shutdown).
+func (e *Env) BeforeStop(f func()) { e.beforeStop = append(e.beforeStop, f) }
+
 // Stop stops the control plane.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error {
+	for _, f := range e.beforeStop {
+		f()
+	}
+	return e.env.Stop()
+}
 
 // ServerVersion reports the API server's gitVersion, proving which server answered.
 func (e *Env) ServerVersion(ctx context.Context) (string, error) {

@@ -31,7 +31,9 @@ var (
 func TestMain(m *testing.M) {
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		return startManager(context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		e.BeforeStop(cancel)
+		return startManager(ctx)
 	})
 }
 
