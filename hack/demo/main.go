@@ -126,6 +126,9 @@ func run(keep bool, start time.Time) error {
 	if err := summary(ctx, c, pools); err != nil {
 		return err
 	}
+	if err := dnsSummary(ctx, c, "tenant-demo", "demo"); err != nil {
+		return err
+	}
 	fmt.Printf("\ndemo finished in %s\n", time.Since(start).Round(time.Second))
 	if keep {
 		fmt.Printf("\nThe control plane and the operator keep running. Look further with:\n"+
@@ -223,6 +226,26 @@ func summary(ctx context.Context, c client.Client, pools []v1.NodeGroup) error {
 		}
 	}
 	return nil
+}
+
+// dnsSummary shows the tenant DNS address the operator published on the control plane,
+// waiting briefly for it: kubeadm-joined workers take their cluster DNS from it.
+func dnsSummary(ctx context.Context, c client.Client, ns, name string) error {
+	kcp := &unstructured.Unstructured{}
+	kcp.SetAPIVersion("controlplane.cluster.x-k8s.io/v1alpha2")
+	kcp.SetKind("KamajiControlPlane")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, kcp); err != nil {
+			return err
+		}
+		ips, _, _ := unstructured.NestedStringSlice(kcp.Object, "spec", "network", "dnsServiceIPs")
+		if len(ips) > 0 || time.Now().After(deadline) {
+			fmt.Printf("\nKamajiControlPlane %s/%s: spec.network.dnsServiceIPs = %v (published by the operator)\n", ns, name, ips)
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // talosSecret makes the cluster's Talos secrets for the demo: fresh CAs and tokens. On a
