@@ -79,6 +79,25 @@ func TestKairosPool(t *testing.T) {
 		t.Errorf("firmware = %+v, want EFI with secure boot off", efi)
 	}
 
+	// A new credential in the platform's Secret reaches the copy.
+	platformSecret := &corev1.Secret{}
+	mustGet(t, "platform", "registry", platformSecret)
+	rotated, _ := json.Marshal(map[string]any{"auths": map[string]any{"registry.example.com": map[string]string{"username": "robot", "password": "rotated"}}})
+	platformSecret.Data[corev1.DockerConfigJsonKey] = rotated
+	if err := env.Client.Update(ctx, platformSecret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		mustGet(t, "platform", "registry", platformSecret)
+		auth, _ := json.Marshal(map[string]any{"auths": map[string]any{"registry.example.com": map[string]string{"username": "robot", "password": "s3cret"}}})
+		platformSecret.Data[corev1.DockerConfigJsonKey] = auth
+		_ = env.Client.Update(context.Background(), platformSecret)
+	})
+	eventually(t, "the pull secret copy follows its source", func() bool {
+		mustGet(t, ns, credentials.PullSecretName("kairos-own"), pull)
+		return string(pull.Data["secretKey"]) == "rotated"
+	})
+
 	// Deleting the pool removes the pull secret copy it was the last user of.
 	if err := env.Client.Delete(ctx, ng); err != nil {
 		t.Fatal(err)

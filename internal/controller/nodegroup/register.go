@@ -31,6 +31,8 @@ const (
 	indexLocation = "spec.locationName"
 	indexCluster  = "spec.clusterName"
 	indexPool     = "poolLabel"
+	// indexPullSecret indexes classes by their pull secret, "namespace/name".
+	indexPullSecret = "spec.imagePullSecretRef"
 )
 
 // CacheOptions keeps the manager's cache to what the operator needs: its own
@@ -72,6 +74,15 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		}
 	}
 
+	if err := idx.IndexField(ctx, &v1.NodeGroupClass{}, indexPullSecret, func(o client.Object) []string {
+		if ref := o.(*v1.NodeGroupClass).Spec.ImagePullSecretRef; ref != nil {
+			return []string{ref.Namespace + "/" + ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Name()).
 		For(&v1.NodeGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()))).
@@ -85,6 +96,10 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		// events that matter; metadata is all the cache keeps of them.
 		WatchesMetadata(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfService),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		// A class's pull secret is copied into the tenant namespaces; a change to the
+		// source reaches the copies through the pools of the classes that name it.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfPullSecret),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)}).
 		Complete(r)
 }
@@ -113,6 +128,20 @@ func (r *Reconciler) poolsOfService(ctx context.Context, obj client.Object) []re
 		return r.requests(ctx)
 	}
 	return r.requests(ctx, client.InNamespace(obj.GetNamespace()))
+}
+
+// poolsOfPullSecret maps a Secret to the pools of the classes that use it as their pull
+// secret; most Secrets map to nothing at the cost of one index lookup.
+func (r *Reconciler) poolsOfPullSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var classes v1.NodeGroupClassList
+	if err := r.Client.List(ctx, &classes, client.MatchingFields{indexPullSecret: obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, c := range classes.Items {
+		out = append(out, r.requests(ctx, client.MatchingFields{indexClass: c.Name})...)
+	}
+	return out
 }
 
 // poolsByLabel maps a MachineSet to its pool through the pool label.
