@@ -5,17 +5,26 @@ package main
 import (
 	"flag"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
+	admissionhooks "github.com/nodegroup-io/nodegroup-operator/internal/webhook"
+	"github.com/nodegroup-io/nodegroup-operator/internal/webhook/certs"
 )
 
 func main() {
@@ -26,6 +35,14 @@ func main() {
 		dnsNamespace, dnsService string
 		dnsDomain                string
 		concurrency              int
+		webhookEnabled           bool
+		manageCerts              bool
+		webhookPort              int
+		webhookCertDir           string
+		webhookSecretNamespace   string
+		webhookSecretName        string
+		webhookConfiguration     string
+		webhookDNSNames          string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
@@ -35,6 +52,14 @@ func main() {
 	flag.StringVar(&dnsService, "management-dns-service", "kube-dns", "name of the management cluster's DNS Service, the workers' nameserver (empty: none)")
 	flag.StringVar(&dnsDomain, "management-dns-domain", "cluster.local", "DNS domain of the management cluster")
 	flag.IntVar(&concurrency, "concurrency", 4, "pools reconciled in parallel")
+	flag.BoolVar(&webhookEnabled, "enable-webhook", true, "serve the validating admission webhook")
+	flag.IntVar(&webhookPort, "webhook-port", 9443, "port of the admission webhook")
+	flag.StringVar(&webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), "folder of the webhook's tls.crt and tls.key")
+	flag.BoolVar(&manageCerts, "webhook-manage-certs", true, "issue and renew the webhook certificate and its caBundle (false: cert-manager does)")
+	flag.StringVar(&webhookSecretNamespace, "webhook-secret-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Secret holding the webhook CA and certificate")
+	flag.StringVar(&webhookSecretName, "webhook-secret-name", "nodegroup-operator-webhook-certs", "name of the Secret holding the webhook CA and certificate")
+	flag.StringVar(&webhookConfiguration, "webhook-configuration", "nodegroup-operator", "ValidatingWebhookConfiguration whose caBundle is kept")
+	flag.StringVar(&webhookDNSNames, "webhook-dns-names", "", "comma-separated DNS names of the webhook Service the certificate is issued for")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -50,6 +75,7 @@ func main() {
 		LeaderElectionID:        "nodegroup-operator.nodegroup.io",
 		LeaderElectionNamespace: leaderElectionNamespace,
 		Cache:                   nodegroup.CacheOptions(),
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertDir}),
 	})
 	if err != nil {
 		log.Error(err, "creating the manager")
@@ -71,6 +97,33 @@ func main() {
 	if err := dns.Register(mgr); err != nil {
 		log.Error(err, "registering the control-plane DNS controller")
 		os.Exit(1)
+	}
+	inUse := &inuse.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	if err := inUse.Register(mgr); err != nil { // after the nodegroup controller: it reuses its indexes
+		log.Error(err, "registering the in-use protection controllers")
+		os.Exit(1)
+	}
+	if webhookEnabled {
+		if manageCerts {
+			if webhookSecretNamespace == "" || webhookDNSNames == "" {
+				log.Error(nil, "--webhook-secret-namespace (or POD_NAMESPACE) and --webhook-dns-names are needed to manage the webhook certificate")
+				os.Exit(1)
+			}
+			if err := mgr.Add(&certs.Manager{
+				Client:               mgr.GetClient(),
+				Secret:               types.NamespacedName{Namespace: webhookSecretNamespace, Name: webhookSecretName},
+				WebhookConfiguration: webhookConfiguration,
+				DNSNames:             strings.Split(webhookDNSNames, ","),
+				CertDir:              webhookCertDir,
+				CAValidity:           5 * 365 * 24 * time.Hour,
+				CertValidity:         90 * 24 * time.Hour,
+			}); err != nil {
+				log.Error(err, "adding the webhook certificate manager")
+				os.Exit(1)
+			}
+		}
+		resolver := &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Catalog: catalog.Default()}
+		admissionhooks.Register(mgr.GetWebhookServer(), mgr.GetClient(), resolver, admission.NewDecoder(mgr.GetScheme()))
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "adding the health check")

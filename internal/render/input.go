@@ -33,6 +33,9 @@ type Input struct {
 	Factory catalog.TalosFactory
 	// KubernetesVersion is the exact release the pool runs (vMAJOR.MINOR.PATCH).
 	KubernetesVersion string
+	// ControlPlaneVersion is the release of the pool's control plane, empty when unknown;
+	// the admission rules read it, render does not.
+	ControlPlaneVersion string
 
 	// Machine is the size of each machine, from spec.resources or the instancetype.
 	Machine MachineSize

@@ -258,7 +258,7 @@ func (r *Resolver) serviceIP(ctx context.Context, key types.NamespacedName) (str
 
 // version picks the exact release of the pool and checks it against the control plane.
 func (r *Resolver) version(ctx context.Context, in *render.Input, c *clusterv1.Cluster) error {
-	cpVersion, err := r.controlPlaneVersion(ctx, c)
+	cpVersion, err := r.ControlPlaneVersion(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -284,6 +284,7 @@ func (r *Resolver) version(ctx context.Context, in *render.Input, c *clusterv1.C
 			"spec.kubernetesVersion %s is ahead of the control plane (%s): workers must not be newer than their API server; lower it or upgrade the control plane first",
 			want, cpVersion)
 	}
+	in.ControlPlaneVersion = cpVersion
 	release, ok := r.Catalog.Lookup(want)
 	if !ok {
 		return fail(v1.ConditionRendered, ReasonVersionNotSupported, false,
@@ -302,9 +303,9 @@ func (r *Resolver) version(ctx context.Context, in *render.Input, c *clusterv1.C
 	return nil
 }
 
-// controlPlaneVersion reads spec.version of the Cluster's control plane object, whose
+// ControlPlaneVersion reads spec.version of the Cluster's control plane object, whose
 // served version is found through the RESTMapper (v1beta2 references carry no version).
-func (r *Resolver) controlPlaneVersion(ctx context.Context, c *clusterv1.Cluster) (string, error) {
+func (r *Resolver) ControlPlaneVersion(ctx context.Context, c *clusterv1.Cluster) (string, error) {
 	ref := c.Spec.ControlPlaneRef
 	if ref.Name == "" {
 		return c.Spec.Topology.Version, nil

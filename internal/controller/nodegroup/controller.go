@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
+	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
@@ -55,7 +57,7 @@ const (
 	ReasonWaiting           = "WaitingForDependencies"
 	ReasonMachinesReady     = "MachinesReady"
 	ReasonMachinesNotReady  = "MachinesNotReady"
-	ReasonOSSwitchRefused   = "OSSwitchRefused"
+	ReasonPolicyViolation   = "PolicyViolation"
 	ReasonCredentialsFailed = "CredentialsFailed"
 )
 
@@ -139,6 +141,16 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 	ng.Status.OS = in.Class.OS
 	ng.Status.KubernetesVersion = in.KubernetesVersion
 
+	refused, err := r.policyViolations(ctx, ng, in)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if refused != "" {
+		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonPolicyViolation, refused)
+		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonPolicyViolation, "the pool is not re-rendered; what runs stays as it is")
+		return ctrl.Result{}, nil
+	}
+
 	out, err := render.Render(in)
 	if err != nil {
 		var missing *render.ImageNotAvailableError
@@ -151,11 +163,6 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 		return ctrl.Result{}, nil // a spec or platform change fixes this; both are watched
 	}
 
-	if refused := r.osSwitchRefused(ctx, ng, out); refused != "" {
-		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonOSSwitchRefused, refused)
-		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonOSSwitchRefused, "the pool keeps running as it is")
-		return ctrl.Result{}, nil
-	}
 	if err := r.credentials(ctx, ng, in); err != nil {
 		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonCredentialsFailed, err.Error())
 		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonCredentialsFailed, err.Error())
@@ -185,24 +192,40 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 	return ctrl.Result{}, r.observe(ctx, ng, md.Name)
 }
 
-// osSwitchRefused is the second line of defence behind admission: a pool whose
-// MachineDeployment exists cannot move between a Talos and a Kairos class, in either
-// direction, because its machines would be replaced by ones that join differently. The
-// live MachineDeployment's bootstrap template kind decides. It returns why, or "".
-func (r *Reconciler) osSwitchRefused(ctx context.Context, ng *v1.NodeGroup, out *render.Output) string {
+// policyViolations is the second line of defence behind admission: the same rules the
+// webhook evaluates (internal/policy), checked before anything is rendered, so a pool
+// admitted before a rule or a class changed is held, not re-rendered. The live
+// MachineDeployment's bootstrap template kind tells the OS the running machines boot.
+func (r *Reconciler) policyViolations(ctx context.Context, ng *v1.NodeGroup, in *render.Input) (string, error) {
+	pin := policy.Input{Object: ng, Class: &in.Class, Location: &in.Location, ControlPlaneVersion: in.ControlPlaneVersion}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: ng.Namespace}, ns); err != nil {
+		return "", err
+	}
+	pin.NamespaceLabels = ns.Labels
 	live := &clusterv1.MachineDeployment{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(out.MachineDeployment), live); err != nil {
-		return "" // none yet: a pool that has not rendered moves freely
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: render.MachineDeploymentName(in.Cluster.Name, ng.Name)}, live)
+	switch {
+	case err == nil:
+		pin.MachineDeploymentExists = true
+		switch live.Spec.Template.Spec.Bootstrap.ConfigRef.Kind {
+		case "TalosConfigTemplate":
+			pin.OldClass = &v1.NodeGroupClassSpec{OS: v1.OSTalos}
+		case "KairosConfigTemplate":
+			pin.OldClass = &v1.NodeGroupClassSpec{OS: v1.OSKairos}
+		}
+	case !apierrors.IsNotFound(err):
+		return "", err
 	}
-	have := live.Spec.Template.Spec.Bootstrap.ConfigRef.Kind
-	want := out.Bootstrap.GetObjectKind().GroupVersionKind().Kind
-	if have == "" || have == want {
-		return ""
+	violations, err := policy.Evaluate(ctx, pin)
+	if err != nil || len(violations) == 0 {
+		return "", err
 	}
-	msg := fmt.Sprintf("class %q boots with a %s, but the pool's machines run with a %s: a running pool cannot switch between Talos and Kairos; set spec.nodeGroupClassName back, or create a new pool on the new class and delete this one",
-		ng.Spec.NodeGroupClassName, want, have)
-	r.event(ng, corev1.EventTypeWarning, ReasonOSSwitchRefused, "%s", msg)
-	return msg
+	msgs := make([]string, len(violations))
+	for i, v := range violations {
+		msgs[i] = v.String()
+	}
+	return strings.Join(msgs, "; "), nil
 }
 
 // credentials creates the Secrets a Kairos pool's machines read before its templates

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,60 +21,31 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 const timeout = 30 * time.Second
 
 var tenantSeq int
 
-// tenant creates a namespace with everything a Talos pool needs: a Cluster with a
-// KamajiControlPlane, the tenant API server's Service, the Talos secrets; plus the
-// built-in location and the management DNS Service, once.
+// tenant creates a namespace with everything a Talos pool needs (testenv.CreateTenant).
 func tenant(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
 	tenantSeq++
 	ns := fmt.Sprintf("tenant-%d", tenantSeq)
-	mustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"tenant": "true"}}})
-	mustCreateOnce(t, &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: v1.BuiltinLocation}, Spec: v1.LocationSpec{
-		Provider:          v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
-		AllowedNamespaces: &metav1.LabelSelector{},
-	}})
-	mustCreateOnce(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}})
-
-	cp := &unstructured.Unstructured{}
-	cp.SetAPIVersion("controlplane.cluster.x-k8s.io/v1alpha2")
-	cp.SetKind("KamajiControlPlane")
-	cp.SetNamespace(ns)
-	cp.SetName("tenant")
-	_ = unstructured.SetNestedField(cp.Object, "v1.35.4", "spec", "version")
-	if err := env.Client.Create(ctx, cp); err != nil {
+	if err := testenv.CreateTenant(context.Background(), env.Client, ns, map[string]string{"tenant": "true"}); err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 6443}}}})
-	mustCreate(t, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"}, Spec: clusterv1.ClusterSpec{
-		ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "tenant." + ns + ".svc", Port: 6443},
-		ClusterNetwork: clusterv1.ClusterNetwork{
-			Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.95.0.0/16"}},
-			Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
-		},
-		ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KamajiControlPlane", Name: "tenant"},
-	}})
-	mustCreate(t, talosSecret(t, ns))
 	return ns
 }
 
 func talosSecret(t *testing.T, ns string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant" + resolve.TalosSecretSuffix}, Data: map[string][]byte{
-		resolve.TalosKeyMachineToken:   []byte("w7ysn3.2ti4qmz2k6ajb9nt"),
-		resolve.TalosKeyMachineCACert:  readFile(t, "../../render/testdata/machine-ca.crt"),
-		resolve.TalosKeyClusterCACert:  readFile(t, "../../render/testdata/cluster-ca.crt"),
-		resolve.TalosKeyClusterID:      []byte("Nhx0p0XcSPVpeFbSiGrMbT6cVTuqc1UwIuJ0jZ_6rzI="),
-		resolve.TalosKeyClusterSecret:  []byte("bx4j3zGGpZ1lx1D0dw4XzVLHzJ8lwnhc0eMdQ+k6sF0="),
-		resolve.TalosKeyBootstrapToken: []byte("abcdef.0123456789abcdef"),
-	}}
+	t.Helper()
+	s, err := testenv.TalosSecret(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func pool(ns, name string, mutate func(*v1.NodeGroupSpec)) *v1.NodeGroup {

@@ -2,7 +2,6 @@ package nodegroup_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -75,15 +74,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for: %s", what)
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func ptr[T any](v T) *T { return &v }

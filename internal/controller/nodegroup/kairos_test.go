@@ -136,7 +136,7 @@ func TestOSSwitchRefusedBothWays(t *testing.T) {
 			before := snapshot(t, ng)
 
 			mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = tc.to })
-			got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionFalse, nodegroup.ReasonOSSwitchRefused)
+			got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionFalse, nodegroup.ReasonPolicyViolation)
 			c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionRendered)
 			if !strings.Contains(c.Message, "a running pool cannot switch between Talos and Kairos") {
 				t.Errorf("message: %s", c.Message)

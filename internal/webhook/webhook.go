@@ -1,0 +1,158 @@
+// Package webhook is the operator's validating admission webhook. CRD rules see one
+// object; the rules that need two (a pool and its class, a pool and its location, a pool
+// and its running machines) are evaluated here, with internal/policy, the same package
+// the reconciler checks before it renders, so a tenant gets the error on `kubectl apply`
+// and a rule is written once.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+)
+
+// Paths the webhook serves; the chart's webhook configuration names them.
+const (
+	PathNodeGroup      = "/validate-nodegroup"
+	PathNodeGroupClass = "/validate-nodegroupclass"
+)
+
+// Register serves both validators on the manager's webhook server.
+func Register(server ctrlwebhook.Server, reader client.Reader, resolver *resolve.Resolver, decoder admission.Decoder) {
+	server.Register(PathNodeGroup, &ctrlwebhook.Admission{Handler: &NodeGroupValidator{Reader: reader, Resolver: resolver, Decoder: decoder}})
+	server.Register(PathNodeGroupClass, &ctrlwebhook.Admission{Handler: &ClassValidator{Decoder: decoder}})
+}
+
+// NodeGroupValidator admits a pool only when the cross-object rules hold.
+type NodeGroupValidator struct {
+	Reader   client.Reader
+	Resolver *resolve.Resolver
+	Decoder  admission.Decoder
+}
+
+// Handle evaluates the policy for a NodeGroup create or update.
+func (v *NodeGroupValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	ng := &v1.NodeGroup{}
+	if err := v.Decoder.DecodeRaw(req.Object, ng); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	var old *v1.NodeGroup
+	if req.Operation == admissionv1.Update {
+		old = &v1.NodeGroup{}
+		if err := v.Decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+	}
+	in, denied, err := v.input(ctx, ng, old)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if denied != "" {
+		return admission.Denied(denied)
+	}
+	violations, err := policy.Evaluate(ctx, in)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if len(violations) > 0 {
+		msgs := make([]string, len(violations))
+		for i, vi := range violations {
+			msgs[i] = vi.String()
+		}
+		return admission.Denied(strings.Join(msgs, "; "))
+	}
+	return admission.Allowed("")
+}
+
+// input gathers what the rules read. A class or location that does not exist denies the
+// request with the message the reconciler would put in a condition.
+func (v *NodeGroupValidator) input(ctx context.Context, ng, old *v1.NodeGroup) (policy.Input, string, error) {
+	in := policy.Input{Object: ng, OldObject: old}
+	class, err := v.Resolver.Class(ctx, ng.Spec.NodeGroupClassName)
+	if denied, err := deniedBy(err); denied != "" || err != nil {
+		return in, denied, err
+	}
+	in.Class = &class
+	if old != nil && old.Spec.NodeGroupClassName != ng.Spec.NodeGroupClassName {
+		if oldClass, err := v.Resolver.Class(ctx, old.Spec.NodeGroupClassName); err == nil {
+			in.OldClass = &oldClass
+		}
+	} else if old != nil {
+		in.OldClass = &class
+	}
+
+	loc := &v1.Location{}
+	if err := v.Reader.Get(ctx, client.ObjectKey{Name: ng.Spec.LocationName}, loc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return in, fmt.Sprintf("Location %q does not exist: set spec.locationName to a published location (kubectl get locations)", ng.Spec.LocationName), nil
+		}
+		return in, "", err
+	}
+	in.Location = &loc.Spec
+
+	ns := &corev1.Namespace{}
+	if err := v.Reader.Get(ctx, client.ObjectKey{Name: ng.Namespace}, ns); err != nil {
+		return in, "", err
+	}
+	in.NamespaceLabels = ns.Labels
+
+	md := &clusterv1.MachineDeployment{}
+	err = v.Reader.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: render.MachineDeploymentName(ng.Spec.ClusterName, ng.Name)}, md)
+	switch {
+	case err == nil:
+		in.MachineDeploymentExists = true
+	case !apierrors.IsNotFound(err):
+		return in, "", err
+	}
+
+	cluster := &clusterv1.Cluster{}
+	if err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}, cluster); err == nil {
+		// A control plane not there yet is no reason to refuse: the reconciler waits.
+		if version, err := v.Resolver.ControlPlaneVersion(ctx, cluster); err == nil {
+			in.ControlPlaneVersion = version
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return in, "", err
+	}
+	return in, "", nil
+}
+
+func deniedBy(err error) (string, error) {
+	var rerr *resolve.Error
+	if errors.As(err, &rerr) {
+		return rerr.Message, nil
+	}
+	return "", err
+}
+
+// ClassValidator refuses a class whose poolRules do not compile or cost too much.
+type ClassValidator struct {
+	Decoder admission.Decoder
+}
+
+// Handle checks a NodeGroupClass create or update.
+func (v *ClassValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+	class := &v1.NodeGroupClass{}
+	if err := v.Decoder.DecodeRaw(req.Object, class); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if err := policy.CompileClassRules(class.Spec.PoolRules); err != nil {
+		return admission.Denied(err.Error())
+	}
+	return admission.Allowed("")
+}
