@@ -9,8 +9,10 @@ import (
 	"github.com/google/cel-go/ext"
 )
 
-// Names of the CEL variables. The first four are the objects as a Kubernetes
-// ValidatingAdmissionPolicy would see them; the rest are facts the operator reads.
+// Names of the CEL variables. The first five are objects, as a Kubernetes
+// ValidatingAdmissionPolicy would see them (null when absent); the rest are facts the
+// operator reads. The namespace's labels are not `namespace`: that is a reserved word of
+// CEL.
 const (
 	VarObject                  = "object"
 	VarOldObject               = "oldObject"
