@@ -215,3 +215,23 @@ func TestAddressChangeRerenders(t *testing.T) {
 		t.Errorf("the machine template changed on an address change")
 	}
 }
+
+// TestPoolBreakingAClassRuleIsHeld: a pool that breaks its class's poolRules (admitted
+// before the webhook ran, say) gets a condition and is not rendered.
+func TestPoolBreakingAClassRuleIsHeld(t *testing.T) {
+	mustCreateOnce(t, &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: "at-most-two"}, Spec: v1.NodeGroupClassSpec{OS: v1.OSTalos,
+		PoolRules: []v1.PoolRule{{Rule: "object.spec.maxReplicas <= 2", Message: "pools on this class have at most 2 machines: lower spec.maxReplicas"}}}})
+	ns := tenant(t)
+	ng := pool(ns, "big", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "at-most-two", 5 })
+	mustCreate(t, ng)
+	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionFalse, nodegroup.ReasonPolicyViolation)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionRendered); !strings.Contains(c.Message, "at most 2 machines") {
+		t.Errorf("message: %s", c.Message)
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tenant-big"}, md); !apierrors.IsNotFound(err) {
+		t.Errorf("a pool breaking its class's rule was rendered (%v)", err)
+	}
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.MaxReplicas = 2 })
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+}

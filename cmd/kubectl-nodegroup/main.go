@@ -1,0 +1,39 @@
+// Command kubectl-nodegroup is a kubectl plugin for tenants and CI pipelines.
+//
+//	kubectl nodegroup validate -f pool.yaml [--class class.yaml] [--location location.yaml]
+//	    [--namespace-labels k=v,...] [--control-plane-version v1.35.4] [--running]
+//
+// validate runs the admission rules of the operator's webhook (internal/policy) without
+// a cluster, so a GitOps repository or a pipeline refuses a pool before it is applied.
+// It exits 0 when the pool is admitted, 1 when a rule refuses it, 2 on bad input.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "validate":
+		return validate(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n%s\n", args[0], usage)
+		return 2
+	}
+}
+
+const usage = `usage: kubectl nodegroup validate -f pool.yaml [--class class.yaml] [--location location.yaml]
+                              [--namespace-labels k=v,...] [--control-plane-version vX.Y.Z] [--running]`

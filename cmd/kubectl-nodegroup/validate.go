@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+)
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	poolFile := fs.String("f", "", "the NodeGroup (YAML)")
+	classFile := fs.String("class", "", "the NodeGroupClass the pool names (YAML); built-in classes need none")
+	locationFile := fs.String("location", "", "the Location the pool names (YAML); without it the built-in in-cluster location, which admits every namespace")
+	nsLabels := fs.String("namespace-labels", "", "labels of the pool's namespace, k=v,k=v")
+	cpVersion := fs.String("control-plane-version", "", "the release of the pool's control plane, for the version rules")
+	running := fs.Bool("running", false, "the pool already has machines (its MachineDeployment exists)")
+	oldFile := fs.String("old", "", "the pool as it is now (YAML), to validate an update")
+	oldClassFile := fs.String("old-class", "", "the class the old pool names (YAML), when it is not built in")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *poolFile == "" {
+		fmt.Fprintln(stderr, "validate: -f pool.yaml is required")
+		return 2
+	}
+	in, err := loadInput(*poolFile, *classFile, *locationFile, *oldFile, *oldClassFile, *nsLabels)
+	if err != nil {
+		fmt.Fprintln(stderr, "validate:", err)
+		return 2
+	}
+	in.ControlPlaneVersion = *cpVersion
+	in.MachineDeploymentExists = *running
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	violations, err := policy.Evaluate(ctx, in)
+	if err != nil {
+		fmt.Fprintln(stderr, "validate:", err)
+		return 2
+	}
+	name := in.Object.Namespace + "/" + in.Object.Name
+	if len(violations) == 0 {
+		fmt.Fprintf(stdout, "NodeGroup %s is admitted\n", name)
+		return 0
+	}
+	fmt.Fprintf(stdout, "NodeGroup %s is refused:\n", name)
+	for _, v := range violations {
+		fmt.Fprintf(stdout, "  - %s (%s)\n", v.String(), v.Rule)
+	}
+	return 1
+}
+
+func loadInput(poolFile, classFile, locationFile, oldFile, oldClassFile, nsLabels string) (policy.Input, error) {
+	var in policy.Input
+	ng := &v1.NodeGroup{}
+	if err := readObject(poolFile, "NodeGroup", ng); err != nil {
+		return in, err
+	}
+	defaultPool(ng)
+	in.Object = ng
+	class, err := classSpec(ng.Spec.NodeGroupClassName, classFile)
+	if err != nil {
+		return in, err
+	}
+	in.Class = class
+	if oldFile != "" {
+		old := &v1.NodeGroup{}
+		if err := readObject(oldFile, "NodeGroup", old); err != nil {
+			return in, err
+		}
+		defaultPool(old)
+		in.OldObject = old
+		if in.OldClass, err = classSpec(old.Spec.NodeGroupClassName, oldClassFile); err != nil {
+			return in, err
+		}
+	}
+	if locationFile == "" {
+		if ng.Spec.LocationName != v1.BuiltinLocation {
+			return in, fmt.Errorf("the pool names location %q: pass it with --location", ng.Spec.LocationName)
+		}
+		in.Location = &v1.LocationSpec{Provider: v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
+			AllowedNamespaces: &metav1.LabelSelector{}}
+	} else {
+		loc := &v1.Location{}
+		if err := readObject(locationFile, "Location", loc); err != nil {
+			return in, err
+		}
+		if loc.Name != ng.Spec.LocationName {
+			return in, fmt.Errorf("%s is Location %q, the pool names %q", locationFile, loc.Name, ng.Spec.LocationName)
+		}
+		in.Location = &loc.Spec
+	}
+	in.NamespaceLabels = map[string]string{}
+	for _, kv := range strings.Split(nsLabels, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return in, fmt.Errorf("--namespace-labels: %q is not k=v", kv)
+		}
+		in.NamespaceLabels[k] = v
+	}
+	return in, nil
+}
+
+// defaultPool applies the CRD defaults the API server would.
+func defaultPool(ng *v1.NodeGroup) {
+	if ng.Spec.NodeGroupClassName == "" {
+		ng.Spec.NodeGroupClassName = v1.BuiltinTalosClass
+	}
+	if ng.Spec.LocationName == "" {
+		ng.Spec.LocationName = v1.BuiltinLocation
+	}
+}
+
+func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
+	if spec, ok := resolve.BuiltinClass(name); ok && file == "" {
+		return &spec, nil
+	}
+	if file == "" {
+		return nil, fmt.Errorf("the pool names class %q: pass it with --class", name)
+	}
+	class := &v1.NodeGroupClass{}
+	if err := readObject(file, "NodeGroupClass", class); err != nil {
+		return nil, err
+	}
+	if class.Name != name {
+		return nil, fmt.Errorf("%s is NodeGroupClass %q, the pool names %q", file, class.Name, name)
+	}
+	if err := policy.CompileClassRules(class.Spec.PoolRules); err != nil {
+		return nil, fmt.Errorf("class %q: %w", name, err)
+	}
+	return &class.Spec, nil
+}
+
+// readObject reads one object of the given kind, refusing unknown fields.
+func readObject(path, kind string, into any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if strings.Contains("\n"+string(data), "\n---\n") && len(strings.TrimSpace(strings.SplitN(string(data), "---", 2)[1])) > 0 {
+		return fmt.Errorf("%s holds several YAML documents: validate takes one object per file", path)
+	}
+	var meta struct {
+		Kind string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if meta.Kind != kind {
+		return fmt.Errorf("%s: kind %q, want %s", path, meta.Kind, kind)
+	}
+	if err := yaml.UnmarshalStrict(data, into); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}

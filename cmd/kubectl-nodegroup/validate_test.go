@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	poolYAML = `apiVersion: nodegroup.io/v1alpha1
+kind: NodeGroup
+metadata: {name: workers, namespace: tenant-a}
+spec:
+  clusterName: tenant-a
+  maxReplicas: 3
+  resources: {cpu: "2", memory: 4Gi}
+`
+	kairosPoolYAML = `apiVersion: nodegroup.io/v1alpha1
+kind: NodeGroup
+metadata: {name: gpu, namespace: tenant-a}
+spec:
+  clusterName: tenant-a
+  nodeGroupClassName: kairos-own
+  maxReplicas: 3
+  resources: {cpu: "2", memory: 4Gi}
+  kernelModules: [nvidia]
+`
+	kairosClassYAML = `apiVersion: nodegroup.io/v1alpha1
+kind: NodeGroupClass
+metadata: {name: kairos-own}
+spec:
+  os: Kairos
+  image: {reference: "registry.example.com/k@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", kubernetesVersion: v1.35.4}
+`
+	goldPoolYAML = `apiVersion: nodegroup.io/v1alpha1
+kind: NodeGroup
+metadata: {name: workers, namespace: tenant-a}
+spec:
+  clusterName: tenant-a
+  locationName: gold
+  maxReplicas: 3
+  resources: {cpu: "2", memory: 4Gi}
+`
+	goldLocationYAML = `apiVersion: nodegroup.io/v1alpha1
+kind: Location
+metadata: {name: gold}
+spec:
+  provider: {type: KubeVirt, kubevirt: {}}
+  allowedNamespaces: {matchLabels: {tier: gold}}
+`
+	brokenClassYAML = `apiVersion: nodegroup.io/v1alpha1
+kind: NodeGroupClass
+metadata: {name: kairos-own}
+spec:
+  os: Kairos
+  poolRules: [{rule: "object.spec.maxReplicas <=", message: m}]
+`
+)
+
+func write(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     func(t *testing.T) []string
+		wantCode int
+		wantOut  string
+	}{
+		{"admitted pool on built-ins", func(t *testing.T) []string { return []string{"validate", "-f", write(t, "p.yaml", poolYAML)} }, 0, "is admitted"},
+		{"talos-only field on a kairos class", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--class", write(t, "c.yaml", kairosClassYAML)}
+		}, 1, "spec.kernelModules"},
+		{"location not admitting the namespace", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", goldPoolYAML), "--location", write(t, "l.yaml", goldLocationYAML), "--namespace-labels", "tier=silver"}
+		}, 1, "spec.locationName"},
+		{"location admitting the namespace", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", goldPoolYAML), "--location", write(t, "l.yaml", goldLocationYAML), "--namespace-labels", "tier=gold"}
+		}, 0, "is admitted"},
+		{"ahead of the control plane", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", strings.Replace(poolYAML, "maxReplicas: 3", "maxReplicas: 3\n  kubernetesVersion: v1.36", 1)), "--control-plane-version", "v1.35.4"}
+		}, 1, "spec.kubernetesVersion"},
+		{"os switch of a running pool", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", strings.Replace(kairosPoolYAML, "  kernelModules: [nvidia]\n", "", 1)),
+				"--class", write(t, "c.yaml", kairosClassYAML), "--old", write(t, "o.yaml", strings.Replace(poolYAML, "name: workers", "name: gpu", 1)), "--running"}
+		}, 1, "spec.nodeGroupClassName"},
+		{"missing class file", func(t *testing.T) []string { return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML)} }, 2, `pass it with --class`},
+		{"unknown field", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", poolYAML+"  colour: blue\n")}
+		}, 2, `unknown field "colour"`},
+		{"wrong kind", func(t *testing.T) []string { return []string{"validate", "-f", write(t, "p.yaml", goldLocationYAML)} }, 2, `kind "Location", want NodeGroup`},
+		{"several documents", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", poolYAML+"---\n"+poolYAML)}
+		}, 2, "several YAML documents"},
+		{"class rule that does not compile", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--class", write(t, "c.yaml", brokenClassYAML)}
+		}, 2, "class \"kairos-own\""},
+		{"no file", func(t *testing.T) []string { return []string{"validate"} }, 2, "-f pool.yaml is required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(tc.args(t), &out, &errOut)
+			all := out.String() + errOut.String()
+			if code != tc.wantCode || !strings.Contains(all, tc.wantOut) {
+				t.Fatalf("exit %d, output:\n%s\nwant exit %d and %q", code, all, tc.wantCode, tc.wantOut)
+			}
+		})
+	}
+}
