@@ -3,6 +3,7 @@ package nodegroup_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -187,13 +188,26 @@ func TestAddressChangeRerenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCondition(t, ng, v1.ConditionClusterFound, metav1.ConditionFalse, "ControlPlanePending")
-	// Ask for an address other than the old one (the test API server's range is 10.0.0.0/24).
-	newIP := "10.0.0.250"
-	if oldIP == newIP {
-		newIP = "10.0.0.251"
+	// Ask for an address other than the old one (the test API server's range is
+	// 10.0.0.0/24); other tests' Services hold some, so take the first free one.
+	created := false
+	for last := 254; last > 100 && !created; last-- {
+		ip := fmt.Sprintf("10.0.0.%d", last)
+		if ip == oldIP {
+			continue
+		}
+		err := env.Client.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"},
+			Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: []corev1.ServicePort{{Name: "https", Port: 6443}}}})
+		switch {
+		case err == nil:
+			created = true
+		case !strings.Contains(err.Error(), "already allocated"):
+			t.Fatal(err)
+		}
 	}
-	mustCreate(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"},
-		Spec: corev1.ServiceSpec{ClusterIP: newIP, Ports: []corev1.ServicePort{{Name: "https", Port: 6443}}}})
+	if !created {
+		t.Fatal("no free ClusterIP between 10.0.0.101 and 10.0.0.254")
+	}
 	mustGet(t, ns, "tenant", svc)
 	var second *v1.NodeGroup
 	eventually(t, "a new bootstrap template with the new address", func() bool {
