@@ -100,13 +100,18 @@ func kubevirtMachineTemplate(in *Input) (*capk.KubevirtMachineTemplate, error) {
 	}, nil
 }
 
-// systemDiskSource is where CDI imports the boot disk from: the Talos Image Factory for
-// Talos, the class's image or the catalog's disk for Kairos.
+// systemDiskSource is where CDI imports the boot disk from: the Talos Image Factory disk
+// of the pool's schematic (talosSchematic) for Talos, the class's image or the catalog's
+// disk for Kairos.
 func systemDiskSource(in *Input) (capk.DataVolumeSource2, error) {
 	switch in.Class.OS {
 	case v1.OSTalos:
+		id, err := talosSchematic(in)
+		if err != nil {
+			return capk.DataVolumeSource2{}, fmt.Errorf("class %q: %w", in.ClassName, err)
+		}
 		url := fmt.Sprintf("https://%s/%s/%s/%s-amd64.raw.xz",
-			in.Factory.DiskImageBase, in.Release.Talos.Schematic, in.Release.Talos.Version, talosPlatform)
+			in.Factory.DiskImageBase, id, in.Release.Talos.Version, talosPlatform)
 		return capk.DataVolumeSource2{HTTP: &capk.HTTPSource{URL: url}}, nil
 	case v1.OSKairos:
 		ref := in.Release.Kairos.Disk

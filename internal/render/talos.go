@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/schematic"
 )
 
 // The Talos machine config is declared here rather than imported from Talos' machinery
@@ -465,9 +466,9 @@ func talosNetworkSection(in *Input, bad func(string, ...any)) *talosNetwork {
 }
 
 // talosInstallSection is what the installer (and later upgrades) use: the pool's osImage
-// when it names one, else the Image Factory installer of the release's schematic. Class
-// extensions are not listed here: machine.install.extensions is deprecated in Talos, and
-// extensions are baked into the installer through the schematic.
+// when it names one, else the Image Factory installer of the pool's schematic (see
+// talosSchematic), which carries the class's extensions: they are not listed here, as
+// machine.install.extensions is deprecated in Talos.
 func talosInstallSection(in *Input, bad func(string, ...any)) talosInstall {
 	install := talosInstall{Disk: talosInstallDisk, Image: in.Spec.OSImage}
 	if install.Image == "" {
@@ -478,11 +479,14 @@ func talosInstallSection(in *Input, bad func(string, ...any)) talosInstall {
 		if repo == "" {
 			repo = defaultInstallerRepository()
 		}
-		t := in.Release.Talos
-		if t.Schematic == "" || t.Version == "" {
+		id, err := talosSchematic(in)
+		switch {
+		case err != nil:
+			bad("class %q: %v", in.ClassName, err)
+		case id == "" || in.Release.Talos.Version == "":
 			bad("the catalog release %q has no Talos version or schematic", in.Release.Minor)
 		}
-		install.Image = repo + "/" + t.Schematic + ":" + t.Version
+		install.Image = repo + "/" + id + ":" + in.Release.Talos.Version
 	}
 	if in.Class.Talos != nil && len(in.Class.Talos.KernelArgs) > 0 {
 		for _, a := range in.Class.Talos.KernelArgs {
@@ -494,6 +498,24 @@ func talosInstallSection(in *Input, bad func(string, ...any)) talosInstall {
 		install.ExtraKernelArgs = in.Class.Talos.KernelArgs
 	}
 	return install
+}
+
+// talosSchematic is the Image Factory schematic ID of the pool's Talos image, for its
+// installer and its disk: the catalog release's for a class without extensions or kernel
+// arguments, else the ID of the class's own schematic, computed as the factory does. The
+// class's schematic replaces the catalog's rather than adding to it (the catalog names
+// its schematic by ID only), so it starts from the vanilla image. The factory serves an
+// ID only once the schematic has been posted to it.
+func talosSchematic(in *Input) (string, error) {
+	s := schematic.FromClass(in.Class.Talos)
+	if s.IsVanilla() {
+		return in.Release.Talos.Schematic, nil
+	}
+	id, err := s.ID()
+	if err != nil {
+		return "", fmt.Errorf("the Image Factory schematic of the class: %w", err)
+	}
+	return id, nil
 }
 
 // talosKernelSection lists the kernel modules Talos loads at boot.

@@ -305,10 +305,11 @@ func TestTalosMachineConfigFullPool(t *testing.T) {
 		t.Errorf("sysctls = %v, want %v", m.MachineSysctls, wantSysctls)
 	}
 
-	// Without osImage, the class's installer repository replaces the catalog's.
+	// Without osImage, the class's installer repository replaces the catalog's, with the
+	// schematic of the class's extensions and kernel arguments (internal/schematic).
 	in.Spec.OSImage = ""
 	_, raw = renderTalos(t, in)
-	want := "registry.example.com/factory/installer/" + in.Release.Talos.Schematic + ":" + in.Release.Talos.Version
+	want := "registry.example.com/factory/installer/937719ef6d369eef41318941588567e6a63faabc622ae72d06e6e19ba3e1661c:" + in.Release.Talos.Version
 	if got := raw.MachineConfig.MachineInstall.InstallImage; got != want {
 		t.Errorf("install image = %q, want %q", got, want)
 	}
