@@ -40,9 +40,14 @@ lint: ## gofmt, go vet, and a clean tree after `make generate`.
 
 .PHONY: test
 test: lint ## Lint, then run the unit and integration tests against a real kube-apiserver.
+	@hack/testdeps.sh
 	@start=$$SECONDS; assets=$$(hack/testbin.sh); echo "control-plane binaries ready in $$((SECONDS-start))s: $$assets"; \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 $(TEST_ARGS) ./...
 
 .PHONY: demo
 demo: ## A local control plane, the operator, the example pools and what it made of them.
 	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/demo $(DEMO_ARGS)
+
+.PHONY: images
+images: ## The worker disk pipeline (MINOR=, ARCH=, PUSH=): every step this machine can run.
+	@MINOR=$(MINOR) ARCH=$(ARCH) PUSH=$(PUSH) hack/images.sh
