@@ -56,8 +56,29 @@ type Release struct {
 	Minor string `json:"minor"`
 	// Kubernetes is the patch release of Minor that pools following the catalog run.
 	Kubernetes string `json:"kubernetes"`
-	Talos      Talos  `json:"talos"`
-	Kairos     Kairos `json:"kairos"`
+	// KubeadmSHA512 is the published SHA-512 of the release's kubeadm binary per
+	// architecture, checked before the binary goes into a worker image; empty until it is
+	// recorded from the release's .sha512 files.
+	KubeadmSHA512 PerArch `json:"kubeadmSHA512"`
+	Talos         Talos   `json:"talos"`
+	Kairos        Kairos  `json:"kairos"`
+}
+
+// PerArch holds one value per architecture the worker images are built for.
+type PerArch struct {
+	AMD64 string `json:"amd64"`
+	ARM64 string `json:"arm64"`
+}
+
+// For returns the value of an architecture ("amd64", "arm64"), empty for others.
+func (p PerArch) For(arch string) string {
+	switch arch {
+	case "amd64":
+		return p.AMD64
+	case "arm64":
+		return p.ARM64
+	}
+	return ""
 }
 
 // Talos is the Talos build for a minor. The version must come from a Talos line whose
@@ -71,6 +92,9 @@ type Talos struct {
 // Kairos is the Kairos worker disk for a minor. Both references are pinned by digest so
 // that a pushed tag cannot change what boots; both are empty until CI has built them.
 type Kairos struct {
+	// Base is the Kairos base image the worker OS image is built FROM, pinned by digest;
+	// empty until chosen.
+	Base string `json:"base"`
 	// Disk is the KubeVirt containerDisk holding the worker disk.
 	Disk string `json:"disk"`
 	// OSImage is the Kairos OS image the disk was built from, kept so a disk can always
@@ -89,7 +113,9 @@ var (
 	// the class image reference rule, so a catalog value is accepted wherever a class
 	// value is.
 	repositoryRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)+$`)
-	pinnedRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)+@sha256:[a-f0-9]{64}$`)
+	// sha512RE is a SHA-512 in lowercase hex.
+	sha512RE = regexp.MustCompile(`^[0-9a-f]{128}$`)
+	pinnedRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)+@sha256:[a-f0-9]{64}$`)
 )
 
 // version is a parsed vMAJOR.MINOR[.PATCH].
@@ -222,6 +248,14 @@ func (c *Catalog) validate() error {
 		}
 		if r.Kairos.Disk != "" && r.Kairos.OSImage == "" {
 			bad("%s.kairos.osImage is empty but kairos.disk is set: record the OS image every disk was built from", at)
+		}
+		if r.Kairos.Base != "" && !pinnedRE.MatchString(r.Kairos.Base) {
+			bad("%s.kairos.base %q must be pinned by digest, as registry/repository@sha256:<64 lowercase hex>", at, r.Kairos.Base)
+		}
+		for _, arch := range []string{"amd64", "arm64"} {
+			if sum := r.KubeadmSHA512.For(arch); sum != "" && !sha512RE.MatchString(sum) {
+				bad("%s.kubeadmSHA512.%s %q must be a SHA-512: 128 lowercase hex characters", at, arch, sum)
+			}
 		}
 	}
 	return errors.Join(errs...)

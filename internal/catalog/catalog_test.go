@@ -69,7 +69,7 @@ func TestEmbeddedCatalog(t *testing.T) {
 // value on one line: no anchors or aliases, no flow collections, no block scalars, and
 // every string quoted (a bare all-digit schematic would become a number).
 func TestEmbeddedCatalogIsLineEditable(t *testing.T) {
-	keyValue := regexp.MustCompile(`^\s*(- )?([A-Za-z]+):(.*)$`)
+	keyValue := regexp.MustCompile(`^\s*(- )?([A-Za-z][A-Za-z0-9]*):(.*)$`)
 	quoted := regexp.MustCompile(`^"[^"\\]*"$`)
 	sc := bufio.NewScanner(bytes.NewReader(images.VersionsYAML))
 	for n := 1; sc.Scan(); n++ {
@@ -259,6 +259,14 @@ func TestParseRefuses(t *testing.T) {
 			`releases[0].talos.schematic "` + schematic[1:] + `" must be an Image Factory schematic ID`},
 		{"schematic not hex", edit(`schematic: "`+schematic+`"`, `schematic: "vanilla"`),
 			`releases[0].talos.schematic "vanilla" must be an Image Factory schematic ID`},
+
+		// Build inputs.
+		{"kubeadm sum not hex", edit(`    kubernetes: "v1.35.4"`, "    kubernetes: \"v1.35.4\"\n    kubeadmSHA512:\n      amd64: \"nothex\""),
+			`releases[1].kubeadmSHA512.amd64 "nothex" must be a SHA-512: 128 lowercase hex characters`},
+		{"kubeadm sum for an unknown architecture", edit(`    kubernetes: "v1.35.4"`, "    kubernetes: \"v1.35.4\"\n    kubeadmSHA512:\n      riscv64: \"\""),
+			`unknown field "releases[1].kubeadmSHA512.riscv64"`},
+		{"base by tag", edit("    kairos:\n      disk: \"ghcr", "    kairos:\n      base: \"quay.io/kairos/ubuntu:24.04\"\n      disk: \"ghcr"),
+			`releases[1].kairos.base "quay.io/kairos/ubuntu:24.04" must be pinned by digest`},
 
 		// Kairos references.
 		{"disk by tag", edit(`"ghcr.io/nodegroup-io/kairos-worker-disk@`+digest+`"`, `"ghcr.io/nodegroup-io/kairos-worker-disk:v1.35.4"`),

@@ -149,12 +149,15 @@ func newBuild(r catalog.Release, arch string, n Naming) (Build, error) {
 		Minor:      r.Minor,
 		Kubernetes: r.Kubernetes,
 		Arch:       arch,
-		// The catalog records no kubeadm checksums yet: verify refuses to run without one.
-		Kubeadm: Download{URL: KubeadmURL(r.Kubernetes, arch), SHA512: Unknown},
+		// Without a checksum in the catalog, verify refuses to run.
+		Kubeadm: Download{URL: KubeadmURL(r.Kubernetes, arch), SHA512: orUnknown(r.KubeadmSHA512.For(arch))},
 	}
 	var err error
 	if b.BaseImage, err = n.BaseImage(arch); err != nil {
 		return b, err
+	}
+	if r.Kairos.Base != "" {
+		b.BaseImage = r.Kairos.Base // the catalog's pinned base wins over the naming default
 	}
 	if b.OSImage, err = n.OSImage(r.Kubernetes, arch); err != nil {
 		return b, err
@@ -245,4 +248,12 @@ func (p *Plan) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// orUnknown is the catalog's value, or Unknown while the catalog records none.
+func orUnknown(v string) string {
+	if v == "" {
+		return Unknown
+	}
+	return v
 }
