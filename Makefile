@@ -21,6 +21,7 @@ generate: ## Generate deepcopy code and the CRDs (into the chart).
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./internal/providers/...
 	rm -f $(CRD_DIR)/*.yaml
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=$(CRD_DIR)
+	$(GO) tool controller-gen rbac:roleName=nodegroup-operator paths=./internal/... output:rbac:artifacts:config=charts/nodegroup-operator/files/rbac
 
 .PHONY: build
 build: ## Build the binaries into ./bin.
@@ -51,3 +52,8 @@ demo: ## A local control plane, the operator, the example pools and what it made
 .PHONY: images
 images: ## The worker disk pipeline (MINOR=, ARCH=, PUSH=): every step this machine can run.
 	@MINOR=$(MINOR) ARCH=$(ARCH) PUSH=$(PUSH) hack/images.sh
+
+.PHONY: image
+image: ## The operator image, without Docker: an OCI layout in bin/image (IMAGE_TAG= pushes instead).
+	@rm -rf $(BIN)/image
+	@if [ -n "$(IMAGE_TAG)" ]; then $(GO) run ./hack/image --tag $(IMAGE_TAG); else $(GO) run ./hack/image --out $(BIN)/image; fi
