@@ -44,6 +44,7 @@ test: lint ## Lint, then run the unit and integration tests against a real kube-
 	@hack/testdeps.sh
 	@start=$$SECONDS; assets=$$(hack/testbin.sh); echo "control-plane binaries ready in $$((SECONDS-start))s: $$assets"; \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 $(TEST_ARGS) ./...
+	bats e2e/*.bats
 
 .PHONY: demo
 demo: ## A local control plane, the operator, the example pools and what it made of them.

@@ -1,0 +1,53 @@
+#!/usr/bin/env bats
+# kubectl-nodegroup validate, as a tenant or a CI pipeline runs it before `kubectl apply`:
+# the operator's admission rules, offline.
+
+setup_file() {
+  cd "$BATS_TEST_DIRNAME/.."
+  go build -o "$BATS_FILE_TMPDIR/kubectl-nodegroup" ./cmd/kubectl-nodegroup
+}
+
+setup() {
+  cd "$BATS_TEST_DIRNAME"
+  export PATH="$BATS_FILE_TMPDIR:$PATH"
+}
+
+@test "a Talos pool on the built-in class and location is admitted" {
+  run kubectl-nodegroup validate -f testdata/pool-talos.yaml
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"NodeGroup tenant-demo/workers is admitted"* ]]
+}
+
+@test "GPUs on a Kairos class are refused, naming the field and the fix" {
+  run kubectl-nodegroup validate -f testdata/pool-kairos-gpu.yaml --class testdata/class-kairos.yaml
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"is refused"* ]]
+  [[ "$output" == *"spec.gpus"* ]]
+  [[ "$output" == *"Talos class"* ]]
+}
+
+@test "a pool ahead of its control plane is refused" {
+  sed 's/maxReplicas: 3/maxReplicas: 3\n  kubernetesVersion: v1.36/' testdata/pool-talos.yaml > "$BATS_TEST_TMPDIR/ahead.yaml"
+  run kubectl-nodegroup validate -f "$BATS_TEST_TMPDIR/ahead.yaml" --control-plane-version v1.35.4
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"spec.kubernetesVersion"* ]]
+}
+
+@test "a class the pool names must be given" {
+  run kubectl-nodegroup validate -f testdata/pool-kairos-gpu.yaml
+  [ "$status" -eq 2 ]
+  [[ "$output" == *'names class "kairos-v1-35": pass it with --class'* ]]
+}
+
+@test "a file with several objects is refused with a clear message" {
+  run kubectl-nodegroup validate -f ../examples/pools.yaml
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"several YAML documents"* ]]
+}
+
+@test "a misspelt field is refused" {
+  sed 's/maxReplicas/maxReplica/' testdata/pool-talos.yaml > "$BATS_TEST_TMPDIR/typo.yaml"
+  run kubectl-nodegroup validate -f "$BATS_TEST_TMPDIR/typo.yaml"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *'unknown field "maxReplica"'* ]]
+}
