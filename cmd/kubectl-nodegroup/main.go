@@ -2,10 +2,15 @@
 //
 //	kubectl nodegroup validate -f pool.yaml [--class class.yaml] [--location location.yaml]
 //	    [--namespace-labels k=v,...] [--control-plane-version v1.35.4] [--running]
+//	kubectl nodegroup render -f pool.yaml [--objects objects.yaml ...] [-o yaml|json]
 //
 // validate runs the admission rules of the operator's webhook (internal/policy) without
 // a cluster, so a GitOps repository or a pipeline refuses a pool before it is applied.
 // It exits 0 when the pool is admitted, 1 when a rule refuses it, 2 on bad input.
+//
+// render prints the objects the operator would apply for the pool, resolved from files
+// with the operator's own resolve and render packages; it exits 1 with the condition
+// the operator would set when the pool cannot render.
 package main
 
 import (
@@ -26,6 +31,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "validate":
 		return validate(args[1:], stdout, stderr)
+	case "render":
+		return renderCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return 0
@@ -36,4 +43,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 const usage = `usage: kubectl nodegroup validate -f pool.yaml [--class class.yaml] [--location location.yaml]
-                              [--namespace-labels k=v,...] [--control-plane-version vX.Y.Z] [--running]`
+                              [--namespace-labels k=v,...] [--control-plane-version vX.Y.Z] [--running]
+       kubectl nodegroup render -f pool.yaml [--objects objects.yaml ...] [--apiserver-ip IP]
+                              [--management-dns-ip IP] [-o yaml|json]`

@@ -51,3 +51,27 @@ setup() {
   [ "$status" -eq 2 ]
   [[ "$output" == *'unknown field "maxReplica"'* ]]
 }
+
+@test "render prints the four objects the operator would apply for a Kairos pool" {
+  run kubectl-nodegroup render -f testdata/pool-kairos.yaml --objects ../examples/tenant.yaml \
+    --objects ../examples/platform.yaml --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '^kind:' <<<"$output")" -eq 4 ]
+  [[ "$output" == *"kind: KairosConfigTemplate"* ]]
+  [[ "$output" == *"distribution: kubeadm"* ]]
+  [[ "$output" == *"10.96.12.34 demo demo.tenant-demo"* ]]
+  [[ "$output" != *"replicas:"* ]]
+}
+
+@test "render says which condition a pool without its secrets would get" {
+  run kubectl-nodegroup render -f testdata/pool-talos.yaml --objects ../examples/tenant.yaml \
+    --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"Rendered=False (TalosSecretsMissing)"* ]]
+}
+
+@test "render of a pool whose cluster is missing names the condition" {
+  run kubectl-nodegroup render -f testdata/pool-talos.yaml
+  [ "$status" -eq 1 ]
+  [[ "$output" == *'ClusterFound=False (ClusterNotFound): Cluster "demo" does not exist in namespace "tenant-demo"'* ]]
+}
