@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -75,7 +78,12 @@ func main() {
 		LeaderElectionID:        "nodegroup-operator.nodegroup.io",
 		LeaderElectionNamespace: leaderElectionNamespace,
 		Cache:                   nodegroup.CacheOptions(),
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertDir}),
+		// Secrets and webhook configurations are read one by one, by name: an informer
+		// would hold every Secret of the management cluster in memory.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
+			&corev1.Secret{}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
+		}}},
+		WebhookServer: webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertDir}),
 	})
 	if err != nil {
 		log.Error(err, "creating the manager")

@@ -4,14 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -25,7 +20,7 @@ var (
 	// reconciler is the controller under test, running alone in a real manager.
 	reconciler *controlplanedns.Reconciler
 	// writes counts every write request the controller sends (dry runs excluded).
-	writes atomic.Int64
+	writes testenv.WriteCounter
 )
 
 func TestMain(m *testing.M) {
@@ -41,13 +36,7 @@ func startManager(ctx context.Context) error {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  scheme.New(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, opts)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, countWrites()), nil
-		},
+		NewClient: writes.NewClient,
 	})
 	if err != nil {
 		return err
@@ -88,54 +77,4 @@ func reconciles() float64 {
 		}
 	}
 	return n
-}
-
-// countWrites counts create, update, apply, patch and delete requests, not dry runs.
-func countWrites() interceptor.Funcs {
-	return interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			o := &client.CreateOptions{}
-			o.ApplyOptions(opts)
-			if len(o.DryRun) == 0 {
-				writes.Add(1)
-			}
-			return c.Create(ctx, obj, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			writes.Add(1)
-			return c.Update(ctx, obj, opts...)
-		},
-		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			o := &client.ApplyOptions{}
-			o.ApplyOptions(opts)
-			if len(o.DryRun) == 0 {
-				writes.Add(1)
-			}
-			return c.Apply(ctx, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			o := &client.PatchOptions{}
-			o.ApplyOptions(opts)
-			if len(o.DryRun) == 0 {
-				writes.Add(1)
-			}
-			return c.Patch(ctx, obj, p, opts...)
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			writes.Add(1)
-			return c.Delete(ctx, obj, opts...)
-		},
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			writes.Add(1)
-			return c.SubResource(sub).Update(ctx, obj, opts...)
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			writes.Add(1)
-			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-		},
-		SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-			writes.Add(1)
-			return c.SubResource(sub).Apply(ctx, obj, opts...)
-		},
-	}
 }

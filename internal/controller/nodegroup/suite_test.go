@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
@@ -25,7 +21,7 @@ var (
 	// reconciler is the controller under test, running in a real manager.
 	reconciler *nodegroup.Reconciler
 	// writes counts every write request the controller sends (dry runs excluded).
-	writes atomic.Int64
+	writes testenv.WriteCounter
 )
 
 func TestMain(m *testing.M) {
@@ -42,13 +38,7 @@ func startManager(ctx context.Context) error {
 		Scheme:  scheme.New(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:   nodegroup.CacheOptions(),
-		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, opts)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, countWrites()), nil
-		},
+		NewClient: writes.NewClient,
 	})
 	if err != nil {
 		return err
@@ -72,46 +62,4 @@ func startManager(ctx context.Context) error {
 		return fmt.Errorf("cache did not sync")
 	}
 	return nil
-}
-
-// countWrites counts create, update, patch and delete requests, not dry runs.
-func countWrites() interceptor.Funcs {
-	return interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if !isDryRun(opts) {
-				writes.Add(1)
-			}
-			return c.Create(ctx, obj, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			writes.Add(1)
-			return c.Update(ctx, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			o := &client.PatchOptions{}
-			o.ApplyOptions(opts)
-			if len(o.DryRun) == 0 {
-				writes.Add(1)
-			}
-			return c.Patch(ctx, obj, p, opts...)
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			writes.Add(1)
-			return c.Delete(ctx, obj, opts...)
-		},
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			writes.Add(1)
-			return c.SubResource(sub).Update(ctx, obj, opts...)
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			writes.Add(1)
-			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-		},
-	}
-}
-
-func isDryRun(opts []client.CreateOption) bool {
-	o := &client.CreateOptions{}
-	o.ApplyOptions(opts)
-	return len(o.DryRun) > 0
 }
