@@ -34,8 +34,8 @@ func TestMain(m *testing.M) {
 
 func startManager(ctx context.Context) error {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  scheme.New(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
+		Scheme:    scheme.New(),
+		Metrics:   metricsserver.Options{BindAddress: "0"},
 		NewClient: writes.NewClient,
 	})
 	if err != nil {

@@ -35,9 +35,9 @@ func TestMain(m *testing.M) {
 
 func startManager(ctx context.Context) error {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  scheme.New(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   nodegroup.CacheOptions(),
+		Scheme:    scheme.New(),
+		Metrics:   metricsserver.Options{BindAddress: "0"},
+		Cache:     nodegroup.CacheOptions(),
 		NewClient: writes.NewClient,
 	})
 	if err != nil {
