@@ -3,6 +3,9 @@
 // upstream Cluster API provider CRDs, runs the operator binary against it, applies
 // examples/, waits until the pools are reconciled and prints what the operator made.
 //
+// The chart is installed with the Helm Go SDK and the operator runs under the chart's
+// ServiceAccount, so the demo proves the chart's RBAC is enough to reconcile pools.
+//
 // Usage: go run ./hack/demo [-keep]
 package main
 
@@ -86,12 +89,21 @@ func run(keep bool, start time.Time) error {
 		return err
 	}
 
-	step("starting the operator")
+	step("installing the chart (RBAC, built-in classes and location) with the Helm SDK")
+	if err := installChart(ctx, env.Client, root); err != nil {
+		return err
+	}
+	operatorKubeconfig := filepath.Join(work, "operator.kubeconfig")
+	if err := serviceAccountKubeconfig(ctx, env.Config, operatorKubeconfig); err != nil {
+		return err
+	}
+
+	step("starting the operator as the chart's ServiceAccount")
 	logFile, err := os.Create(filepath.Join(work, "operator.log"))
 	if err != nil {
 		return err
 	}
-	op := exec.Command(bin, "--kubeconfig", kubeconfig, "--leader-elect=false",
+	op := exec.Command(bin, "--kubeconfig", operatorKubeconfig, "--leader-elect=true", "--leader-election-namespace", releaseNamespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
 		// The demo's API server cannot call back into a local process by Service name;
 		// the webhook is covered by the integration tests.
@@ -131,6 +143,12 @@ func run(keep bool, start time.Time) error {
 	}
 	if err := dnsSummary(ctx, c, "tenant-demo", "demo"); err != nil {
 		return err
+	}
+	// The examples are meant to render: a pool that did not is a failed demo.
+	for _, p := range pools {
+		if r := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionRendered); r.Status != metav1.ConditionTrue {
+			return fmt.Errorf("pool %s is not rendered: %s (operator log: %s)", p.Name, r.Message, logFile.Name())
+		}
 	}
 	fmt.Printf("\ndemo finished in %s\n", time.Since(start).Round(time.Second))
 	if keep {
