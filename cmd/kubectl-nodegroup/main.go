@@ -3,6 +3,7 @@
 //	kubectl nodegroup validate -f pool.yaml [--class class.yaml] [--location location.yaml]
 //	    [--namespace-labels k=v,...] [--control-plane-version v1.35.4] [--running]
 //	kubectl nodegroup render -f pool.yaml [--objects objects.yaml ...] [-o yaml|json]
+//	kubectl nodegroup explain NAME [-n NAMESPACE]
 //
 // validate runs the admission rules of the operator's webhook (internal/policy) without
 // a cluster, so a GitOps repository or a pipeline refuses a pool before it is applied.
@@ -11,6 +12,10 @@
 // render prints the objects the operator would apply for the pool, resolved from files
 // with the operator's own resolve and render packages; it exits 1 with the condition
 // the operator would set when the pool cannot render.
+//
+// explain asks the cluster (the current kubeconfig) why a pool is not ready: its
+// conditions in order, its MachineDeployment and its machines. It exits 0 for a ready
+// pool, 1 otherwise.
 package main
 
 import (
@@ -33,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(args[1:], stdout, stderr)
 	case "render":
 		return renderCmd(args[1:], stdout, stderr)
+	case "explain":
+		return explainCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return 0
@@ -45,4 +52,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 const usage = `usage: kubectl nodegroup validate -f pool.yaml [--class class.yaml] [--location location.yaml]
                               [--namespace-labels k=v,...] [--control-plane-version vX.Y.Z] [--running]
        kubectl nodegroup render -f pool.yaml [--objects objects.yaml ...] [--apiserver-ip IP]
-                              [--management-dns-ip IP] [-o yaml|json]`
+                              [--management-dns-ip IP] [-o yaml|json]
+       kubectl nodegroup explain NAME [-n NAMESPACE]`
