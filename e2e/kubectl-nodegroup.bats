@@ -75,3 +75,16 @@ setup() {
   [ "$status" -eq 1 ]
   [[ "$output" == *'ClusterFound=False (ClusterNotFound): Cluster "demo" does not exist in namespace "tenant-demo"'* ]]
 }
+
+@test "explain needs a pool name" {
+  run kubectl-nodegroup explain
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"name the pool: kubectl nodegroup explain NAME -n NAMESPACE"* ]]
+}
+
+@test "explain without a reachable cluster says so" {
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: "https://127.0.0.1:1"}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\nusers: [{name: x, user: {token: t}}]\ncurrent-context: x\n' > "$BATS_TEST_TMPDIR/kubeconfig"
+  KUBECONFIG="$BATS_TEST_TMPDIR/kubeconfig" run kubectl-nodegroup explain web -n tenant-demo
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"NodeGroup tenant-demo/web"* ]]
+}
