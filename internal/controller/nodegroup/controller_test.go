@@ -108,7 +108,9 @@ func TestPoolRendersAndSettles(t *testing.T) {
 	mustGet(t, ns, got.Status.InfrastructureTemplateName, &capk.KubevirtMachineTemplate{})
 	mustGet(t, ns, "tenant-workers", &clusterv1.MachineHealthCheck{})
 
-	// Steady state: ten forced resyncs send no write at all.
+	// Steady state: once the event-driven reconciles of the create are done, ten forced
+	// resyncs send no write at all.
+	waitQuiet(t)
 	before := writes.Load()
 	for range 10 {
 		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err != nil {
@@ -292,7 +294,7 @@ func TestSteadyStateOfFiftyPools(t *testing.T) {
 	for _, ng := range pools {
 		waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 	}
-	time.Sleep(2 * time.Second) // let the watch events of the creates drain
+	waitQuiet(t) // let the watch events of the creates drain
 	before := writes.Load()
 	for _, ng := range pools {
 		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err != nil {

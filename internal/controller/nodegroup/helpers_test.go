@@ -77,3 +77,20 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// waitQuiet waits until the controller has sent no write for a second: the reconciles
+// that the watch events of earlier changes trigger are done.
+func waitQuiet(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last, since := writes.Load(), time.Now()
+	for time.Since(since) < time.Second {
+		if time.Now().After(deadline) {
+			t.Fatal("the controller kept writing: no quiet second")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := writes.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
