@@ -151,6 +151,9 @@ func run(keep bool, start time.Time) error {
 		}
 	}
 	fmt.Printf("\ndemo finished in %s\n", time.Since(start).Round(time.Second))
+	if !keep {
+		fmt.Println("Run `make demo DEMO_ARGS=-keep` to keep the control plane and the operator running and look further with kubectl.")
+	}
 	if keep {
 		fmt.Printf("\nThe control plane and the operator keep running. Look further with:\n"+
 			"  export KUBECONFIG=%s\n  kubectl get nodegroups,machinedeployments -A\n  kubectl describe nodegroup -n tenant-demo burst\n"+
