@@ -6,10 +6,8 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -281,48 +279,4 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *u
 	}
 	t.Fatalf("no %s %s rendered", kind, name)
 	return nil
-}
-
-// checkGolden compares got with testdata/<name>.golden.yaml, or rewrites the file when
-// UPDATE=1 (make test UPDATE=1), as internal/render's goldens do.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden.yaml")
-	if os.Getenv("UPDATE") == "1" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run `make test UPDATE=1` to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("chart output differs from %s (run `make test UPDATE=1` and review the diff):\n%s", path, diffLines(string(want), string(got)))
-	}
-}
-
-// diffLines shows the first lines that differ.
-func diffLines(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 20; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			b.WriteString("line " + strconv.Itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl + "\n")
-			shown++
-		}
-	}
-	return b.String()
 }

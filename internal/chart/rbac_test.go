@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"github.com/nodegroup-io/nodegroup-operator/internal/golden"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +47,7 @@ func TestOperatorClusterRoleIsGeneratedFromMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(checkedIn) != string(generated) {
-		t.Errorf("charts/nodegroup-operator/files/rbac/role.yaml is not what the markers generate: run `make generate`\n%s", diffLines(string(generated), string(checkedIn)))
+		t.Errorf("charts/nodegroup-operator/files/rbac/role.yaml is not what the markers generate: run `make generate`\n%s", golden.Diff(string(generated), string(checkedIn)))
 	}
 	want := &rbacv1.ClusterRole{}
 	if err := yaml.UnmarshalStrict(generated, want); err != nil {
@@ -66,7 +67,7 @@ func TestOperatorClusterRoleIsGeneratedFromMarkers(t *testing.T) {
 			if !reflect.DeepEqual(got.Rules, want.Rules) {
 				gotYAML, _ := yaml.Marshal(got.Rules)
 				wantYAML, _ := yaml.Marshal(want.Rules)
-				t.Errorf("the chart's operator ClusterRole differs from the markers' rules:\n%s", diffLines(string(wantYAML), string(gotYAML)))
+				t.Errorf("the chart's operator ClusterRole differs from the markers' rules:\n%s", golden.Diff(string(wantYAML), string(gotYAML)))
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/golden"
 )
 
 // baseInput is a default Talos pool with fixed secrets (checked-in test CAs), so golden
@@ -187,7 +188,7 @@ func TestRenderGolden(t *testing.T) {
 				if strings.Contains(name, "hostile") || strings.HasSuffix(name, "-refused") {
 					// render refuses values a shell or the kubelet would misread: that
 					// refusal is the golden output.
-					checkGolden(t, name, []byte("error: "+err.Error()+"\n"))
+					golden.Check(t, name, []byte("error: "+err.Error()+"\n"))
 					return
 				}
 				t.Fatal(err)
@@ -200,7 +201,7 @@ func TestRenderGolden(t *testing.T) {
 			if !bytes.Equal(first, marshalOutput(t, again)) {
 				t.Fatal("two renders of the same input differ")
 			}
-			checkGolden(t, name, first)
+			golden.Check(t, name, first)
 		})
 	}
 }
