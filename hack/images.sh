@@ -35,7 +35,7 @@ build=$(jq -c --arg m "$MINOR" --arg a "$ARCH" '.builds[] | select(.minor == $m 
 field() { jq -r "$1" <<<"$build"; }
 sum=$(field .kubeadm.sha512)
 if [[ ! $sum =~ ^[0-9a-f]{128}$ ]]; then
-  echo "the catalog has no kubeadm SHA-512 for $MINOR: record it in images/versions.yaml first" >&2
+  echo "the catalog has no kubeadm SHA-512 for $MINOR: record it with \`nodegroup-images sums --minor $MINOR\` in a reviewed change first" >&2
   exit 2
 fi
 work=$(mktemp -d)

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -26,6 +27,7 @@ commands:
   wrap    turn qcow2 disks into a KubeVirt containerDisk image (an index for several arches)
   push    push a containerDisk written by wrap --out to a registry
   pin     write pushed digests into versions.yaml and the tag files
+  sums    record the published kubeadm SHA-512 of a minor's release in versions.yaml
 
 Run nodegroup-images <command> -h for its flags.
 `
@@ -44,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
-		"plan": planCmd, "verify": verifyCmd, "wrap": wrapCmd, "push": pushCmd, "pin": pinCmd,
+		"plan": planCmd, "verify": verifyCmd, "wrap": wrapCmd, "push": pushCmd, "pin": pinCmd, "sums": sumsCmd,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -245,5 +247,27 @@ func pinCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "%s %s: kairos.disk = %s\n", in.VersionsFile, in.Minor, res.Disk)
 	fmt.Fprintf(stdout, "%s %s: kairos.osImage = %s\n", in.VersionsFile, in.Minor, res.OSImage)
 	fmt.Fprintf(stdout, "%s: %s\n%s: %s\n", res.DiskTagFile, res.DiskTagValue, res.OSImageTagFile, res.OSImageTagValue)
+	return nil
+}
+
+func sumsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sums", stderr, "sums --minor vX.Y [--arch amd64,arm64] [--versions images/versions.yaml] [--base https://dl.k8s.io]")
+	minor := fs.String("minor", "", "Kubernetes minor of the catalog entry, e.g. v1.35 (required)")
+	arch := fs.String("arch", "amd64,arm64", "architectures, comma-separated")
+	file := fs.String("versions", "images/versions.yaml", "catalog to record the sums in")
+	base := fs.String("base", images.DefaultReleaseBase, "where the release binaries and their .sha512 files are published")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *minor == "" {
+		return usagef("--minor is required")
+	}
+	sums, err := images.RecordKubeadmSums(ctx, *file, *minor, strings.Split(*arch, ","), *base, http.DefaultClient)
+	if err != nil {
+		return err
+	}
+	for _, a := range strings.Split(*arch, ",") {
+		fmt.Fprintf(stdout, "%s %s: kubeadmSHA512.%s = %s\n", *file, *minor, a, sums[a])
+	}
 	return nil
 }

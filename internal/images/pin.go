@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -210,9 +211,8 @@ func checkDisk(desc *remote.Descriptor, osDigest string, osArches []string) erro
 }
 
 var (
-	entryRE  = regexp.MustCompile(`^(\s*)- minor:\s*"([^"]*)"\s*(#.*)?$`)
-	kairosRE = regexp.MustCompile(`^(\s*)kairos:\s*(#.*)?$`)
-	valueRE  = regexp.MustCompile(`^(\s*)(disk|osImage):(\s*)"[^"\\]*"(\s*(#.*)?)$`)
+	entryRE = regexp.MustCompile(`^(\s*)- minor:\s*"([^"]*)"\s*(#.*)?$`)
+	valueRE = regexp.MustCompile(`^(\s*)([A-Za-z][A-Za-z0-9]*):(\s*)"[^"\\]*"(\s*(#.*)?)$`)
 )
 
 // SetKairos sets kairos.disk and kairos.osImage of the release of minor in a
@@ -220,11 +220,23 @@ var (
 // file's own editing rules (one value per line, strings double-quoted, each release
 // starting with its minor) and fails if the file does not follow them where it looks.
 func SetKairos(data []byte, minor, disk, osImage string) ([]byte, error) {
-	for _, v := range []string{disk, osImage} {
+	return setSection(data, minor, "kairos", map[string]string{"disk": disk, "osImage": osImage})
+}
+
+// SetKubeadmSHA512 sets kubeadmSHA512.<arch> of the release of minor, in place.
+func SetKubeadmSHA512(data []byte, minor, arch, sum string) ([]byte, error) {
+	return setSection(data, minor, "kubeadmSHA512", map[string]string{arch: sum})
+}
+
+// setSection sets the given keys of one section (such as kairos:) of the release of
+// minor, rewriting exactly those lines.
+func setSection(data []byte, minor, section string, want map[string]string) ([]byte, error) {
+	for _, v := range want {
 		if strings.ContainsAny(v, "\"\\\n\r") {
 			return nil, fmt.Errorf("%q cannot be written as a plain double-quoted value", v)
 		}
 	}
+	sectionRE := regexp.MustCompile(`^(\s*)` + regexp.QuoteMeta(section) + `:\s*(#.*)?$`)
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	body := func(i int) (string, string) { // a line without and with its line ending
 		s := string(lines[i])
@@ -262,18 +274,17 @@ func SetKairos(data []byte, minor, disk, osImage string) ([]byte, error) {
 	kairos, kairosIndent := -1, 0
 	for i := start; i < end; i++ {
 		s, _ := body(i)
-		if m := kairosRE.FindStringSubmatch(s); m != nil {
+		if m := sectionRE.FindStringSubmatch(s); m != nil {
 			if kairos >= 0 {
-				return nil, fmt.Errorf("release %s has two kairos: lines", minor)
+				return nil, fmt.Errorf("release %s has two %s: lines", minor, section)
 			}
 			kairos, kairosIndent = i, len(m[1])
 		}
 	}
 	if kairos < 0 {
-		return nil, fmt.Errorf("release %s has no `kairos:` line", minor)
+		return nil, fmt.Errorf("release %s has no `%s:` line", minor, section)
 	}
 
-	want := map[string]string{"disk": disk, "osImage": osImage}
 	found := map[string]int{}
 	out := slices.Clone(lines)
 	for i := kairos + 1; i < end; i++ {
@@ -288,15 +299,18 @@ func SetKairos(data []byte, minor, disk, osImage string) ([]byte, error) {
 		if m == nil {
 			continue
 		}
+		if _, wanted := want[m[2]]; !wanted {
+			continue
+		}
 		if _, dup := found[m[2]]; dup {
-			return nil, fmt.Errorf("release %s has two kairos.%s lines", minor, m[2])
+			return nil, fmt.Errorf("release %s has two %s.%s lines", minor, section, m[2])
 		}
 		found[m[2]] = i
 		out[i] = []byte(m[1] + m[2] + ":" + m[3] + `"` + want[m[2]] + `"` + m[4] + eol)
 	}
-	for _, k := range []string{"disk", "osImage"} {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if _, ok := found[k]; !ok {
-			return nil, fmt.Errorf("release %s has no `%s: \"...\"` line under kairos:", minor, k)
+			return nil, fmt.Errorf("release %s has no `%s: \"...\"` line under %s:", minor, k, section)
 		}
 	}
 	return bytes.Join(out, nil), nil
