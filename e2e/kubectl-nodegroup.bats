@@ -88,3 +88,12 @@ setup() {
   [ "$status" -eq 2 ]
   [[ "$output" == *"NodeGroup tenant-demo/web"* ]]
 }
+
+@test "render refuses, as the operator would, a pool on another minor than its class's image" {
+  sed 's/maxReplicas: 2/maxReplicas: 2\n  kubernetesVersion: v1.34/' testdata/pool-kairos.yaml > "$BATS_TEST_TMPDIR/minor.yaml"
+  run kubectl-nodegroup render -f "$BATS_TEST_TMPDIR/minor.yaml" --objects ../examples/tenant.yaml \
+    --objects ../examples/platform.yaml --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"the operator would refuse the pool: spec.kubernetesVersion"* ]]
+  [[ "$output" == *"(class-version)"* ]]
+}

@@ -22,6 +22,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/offline"
+	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
@@ -83,6 +84,25 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "render:", err)
 		return 2
+	}
+	// The operator checks the admission rules before it renders (a running pool is not
+	// known offline: the OS-switch rule has nothing to compare with).
+	ns := &corev1.Namespace{}
+	if err := store.Get(ctx, client.ObjectKey{Name: ng.Namespace}, ns); err != nil {
+		fmt.Fprintln(stderr, "render:", err)
+		return 2
+	}
+	violations, err := policy.Evaluate(ctx, policy.Input{Object: ng, Class: &in.Class, Location: &in.Location,
+		NamespaceLabels: ns.Labels, ControlPlaneVersion: in.ControlPlaneVersion})
+	if err != nil {
+		fmt.Fprintln(stderr, "render:", err)
+		return 2
+	}
+	if len(violations) > 0 {
+		for _, v := range violations {
+			fmt.Fprintf(stderr, "render: the operator would refuse the pool: %s (%s)\n", v.String(), v.Rule)
+		}
+		return 1
 	}
 	out, err := render.Render(in)
 	if err != nil {

@@ -228,7 +228,7 @@ func TestBuiltinRules(t *testing.T) {
 }
 
 // TestLocationAccessIsLabelSelector pins the CEL rule to metav1.LabelSelector's own
-// semantics (what resolve.NamespaceAllowed uses) over every operator and label set.
+// semantics (metav1.LabelSelectorAsSelector) over every operator and label set.
 func TestLocationAccessIsLabelSelector(t *testing.T) {
 	selectors := []*metav1.LabelSelector{
 		nil, {},

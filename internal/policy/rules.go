@@ -17,6 +17,13 @@ const versionPattern = `'^v?[0-9]{1,9}[.][0-9]{1,9}([.][0-9]{1,9})?$'`
 // BuiltinRules returns the built-in rules, in the order Evaluate reports them.
 func BuiltinRules() []Rule { return append([]Rule(nil), builtinRules...) }
 
+// Names of the built-in rules a caller reports with a condition of its own.
+const (
+	RuleLocationAccess = "location-access"
+	RuleVersion        = "version"
+	RuleClassVersion   = "class-version"
+)
+
 var builtinRules = []Rule{
 	{
 		// oldClass is the class the pool's machines were built from: the webhook passes
@@ -40,7 +47,7 @@ var builtinRules = []Rule{
 	{
 		// The semantics of metav1.LabelSelector: every matchLabels entry and every
 		// matchExpressions requirement must hold; an unknown operator admits nothing.
-		Name:  "location-access",
+		Name:  RuleLocationAccess,
 		Field: "spec.locationName",
 		Expression: `has(location.allowedNamespaces) && cel.bind(sel, location.allowedNamespaces,
 			(!has(sel.matchLabels) ||
@@ -56,7 +63,7 @@ var builtinRules = []Rule{
 	{
 		// The release the pool runs: the one built into its class's image if it has one,
 		// else spec.kubernetesVersion. Unset, it follows the control plane.
-		Name:  "version",
+		Name:  RuleVersion,
 		Field: "spec.kubernetesVersion",
 		Expression: `cel.bind(want,
 			has(class.image) ? class.image.kubernetesVersion :
@@ -69,7 +76,7 @@ var builtinRules = []Rule{
 	},
 	{
 		// A class with an image fixes the release: its kubelet and kubeadm are built in.
-		Name:  "class-version",
+		Name:  RuleClassVersion,
 		Field: "spec.kubernetesVersion",
 		Expression: `!has(class.image) || !has(object.spec.kubernetesVersion) ||
 			!object.spec.kubernetesVersion.matches(` + versionPattern + `) ||

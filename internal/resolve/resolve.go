@@ -6,17 +6,13 @@ package resolve
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -142,43 +138,13 @@ func (r *Resolver) location(ctx context.Context, ng *v1.NodeGroup) (v1.LocationS
 		}
 		return v1.LocationSpec{}, err
 	}
-	allowed, err := r.namespaceAllowed(ctx, loc.Spec.AllowedNamespaces, ng.Namespace)
-	if err != nil {
-		return v1.LocationSpec{}, err
-	}
-	if !allowed {
-		return v1.LocationSpec{}, fail(v1.ConditionLocationResolved, ReasonLocationNotAllowed, false,
-			"Location %q does not admit namespace %q (its spec.allowedNamespaces): ask the platform for access or use another location", name, ng.Namespace)
-	}
+	// Whether the location admits the pool's namespace is a rule of internal/policy,
+	// which the reconciler evaluates after resolve (and the webhook at admission).
 	if loc.Spec.Provider.KubeVirt == nil {
 		return v1.LocationSpec{}, fail(v1.ConditionLocationResolved, ReasonProviderNotSupported, false,
 			"Location %q uses provider %s, which this operator version does not run yet: use a KubeVirt location", name, loc.Spec.Provider.Type)
 	}
 	return loc.Spec, nil
-}
-
-// NamespaceAllowed reports whether a location's allowedNamespaces admits a namespace:
-// unset admits none, an empty selector admits all.
-func NamespaceAllowed(selector *metav1.LabelSelector, nsLabels map[string]string) (bool, error) {
-	if selector == nil {
-		return false, nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(selector)
-	if err != nil {
-		return false, fmt.Errorf("location's allowedNamespaces is not a valid selector: %w", err)
-	}
-	return sel.Matches(labels.Set(nsLabels)), nil
-}
-
-func (r *Resolver) namespaceAllowed(ctx context.Context, selector *metav1.LabelSelector, namespace string) (bool, error) {
-	if selector == nil {
-		return false, nil
-	}
-	var ns corev1.Namespace
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
-		return false, err
-	}
-	return NamespaceAllowed(selector, ns.Labels)
 }
 
 // cluster reads the pool's Cluster, always in the pool's own namespace.
@@ -256,7 +222,8 @@ func (r *Resolver) serviceIP(ctx context.Context, key types.NamespacedName) (str
 	return "", fail(v1.ConditionClusterFound, ReasonControlPlanePending, true, "Service %s has no ClusterIP yet; waiting for it", key)
 }
 
-// version picks the exact release of the pool and checks it against the control plane.
+// version picks the exact release of the pool. Whether it may run it (not ahead of the
+// control plane, the minor of a class's image) is a rule of internal/policy.
 func (r *Resolver) version(ctx context.Context, in *render.Input, c *clusterv1.Cluster) error {
 	cpVersion, err := r.ControlPlaneVersion(ctx, c)
 	if err != nil {
@@ -265,11 +232,6 @@ func (r *Resolver) version(ctx context.Context, in *render.Input, c *clusterv1.C
 	want := in.Spec.KubernetesVersion
 	if in.Class.Image != nil {
 		// A class with an image fixes the release: its kubelet and kubeadm are built in.
-		if want != "" && !sameMinor(want, in.Class.Image.KubernetesVersion) {
-			return fail(v1.ConditionRendered, ReasonVersionNotSupported, false,
-				"class %q is built for Kubernetes %s; spec.kubernetesVersion %s is another minor: remove it or use another class",
-				in.ClassName, in.Class.Image.KubernetesVersion, want)
-		}
 		want = in.Class.Image.KubernetesVersion
 	}
 	if want == "" {
@@ -278,11 +240,6 @@ func (r *Resolver) version(ctx context.Context, in *render.Input, c *clusterv1.C
 	if want == "" {
 		return fail(v1.ConditionClusterFound, ReasonControlPlanePending, true,
 			"the control plane of Cluster %q reports no version yet; set spec.kubernetesVersion or wait", c.Name)
-	}
-	if cpVersion != "" && minorAhead(want, cpVersion) {
-		return fail(v1.ConditionRendered, ReasonVersionAhead, false,
-			"spec.kubernetesVersion %s is ahead of the control plane (%s): workers must not be newer than their API server; lower it or upgrade the control plane first",
-			want, cpVersion)
 	}
 	in.ControlPlaneVersion = cpVersion
 	release, ok := r.Catalog.Lookup(want)
@@ -392,28 +349,5 @@ func (r *Resolver) talosSecrets(ctx context.Context, namespace, cluster string) 
 }
 
 var talosKeys = []string{TalosKeyMachineToken, TalosKeyMachineCACert, TalosKeyClusterCACert, TalosKeyClusterID, TalosKeyClusterSecret, TalosKeyBootstrapToken}
-
-// minor returns major and minor of a version such as v1.35 or v1.35.4.
-func minor(v string) (int, int, bool) {
-	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
-	if len(parts) < 2 {
-		return 0, 0, false
-	}
-	maj, err1 := strconv.Atoi(parts[0])
-	mnr, err2 := strconv.Atoi(parts[1])
-	return maj, mnr, err1 == nil && err2 == nil
-}
-
-func sameMinor(a, b string) bool {
-	am, an, ok1 := minor(a)
-	bm, bn, ok2 := minor(b)
-	return ok1 && ok2 && am == bm && an == bn
-}
-
-func minorAhead(pool, cp string) bool {
-	pm, pn, ok1 := minor(pool)
-	cm, cn, ok2 := minor(cp)
-	return ok1 && ok2 && (pm > cm || (pm == cm && pn > cn))
-}
 
 func isPatch(v string) bool { return strings.Count(v, ".") == 2 }

@@ -50,15 +50,19 @@ const (
 
 // Reasons of conditions the controller sets itself.
 const (
-	ReasonResolved          = "Resolved"
-	ReasonApplied           = "Applied"
-	ReasonRenderFailed      = "RenderFailed"
-	ReasonApplyFailed       = "ApplyFailed"
-	ReasonWaiting           = "WaitingForDependencies"
-	ReasonMachinesReady     = "MachinesReady"
-	ReasonMachinesNotReady  = "MachinesNotReady"
-	ReasonPolicyViolation   = "PolicyViolation"
-	ReasonCredentialsFailed = "CredentialsFailed"
+	ReasonResolved         = "Resolved"
+	ReasonApplied          = "Applied"
+	ReasonRenderFailed     = "RenderFailed"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonWaiting          = "WaitingForDependencies"
+	ReasonMachinesReady    = "MachinesReady"
+	ReasonMachinesNotReady = "MachinesNotReady"
+	ReasonPolicyViolation  = "PolicyViolation"
+	// ReasonLocationNotAllowed and ReasonVersionAhead name the policy rules that have a
+	// reason of their own.
+	ReasonLocationNotAllowed = "LocationNotAllowed"
+	ReasonVersionAhead       = "VersionAheadOfControlPlane"
+	ReasonCredentialsFailed  = "CredentialsFailed"
 )
 
 // templateKinds are the template kinds a pool may have, for clean-up.
@@ -141,13 +145,12 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 	ng.Status.OS = in.Class.OS
 	ng.Status.KubernetesVersion = in.KubernetesVersion
 
-	refused, err := r.policyViolations(ctx, ng, in)
+	violations, err := r.policyViolations(ctx, ng, in)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if refused != "" {
-		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonPolicyViolation, refused)
-		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonPolicyViolation, "the pool is not re-rendered; what runs stays as it is")
+	if len(violations) > 0 {
+		r.refuse(ng, in, violations)
 		return ctrl.Result{}, nil
 	}
 
@@ -196,11 +199,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 // webhook evaluates (internal/policy), checked before anything is rendered, so a pool
 // admitted before a rule or a class changed is held, not re-rendered. The live
 // MachineDeployment's bootstrap template kind tells the OS the running machines boot.
-func (r *Reconciler) policyViolations(ctx context.Context, ng *v1.NodeGroup, in *render.Input) (string, error) {
+func (r *Reconciler) policyViolations(ctx context.Context, ng *v1.NodeGroup, in *render.Input) ([]policy.Violation, error) {
 	pin := policy.Input{Object: ng, Class: &in.Class, Location: &in.Location, ControlPlaneVersion: in.ControlPlaneVersion}
 	ns := &corev1.Namespace{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: ng.Namespace}, ns); err != nil {
-		return "", err
+		return nil, err
 	}
 	pin.NamespaceLabels = ns.Labels
 	live := &clusterv1.MachineDeployment{}
@@ -215,17 +218,40 @@ func (r *Reconciler) policyViolations(ctx context.Context, ng *v1.NodeGroup, in 
 			pin.OldClass = &v1.NodeGroupClassSpec{OS: v1.OSKairos}
 		}
 	case !apierrors.IsNotFound(err):
-		return "", err
+		return nil, err
 	}
-	violations, err := policy.Evaluate(ctx, pin)
-	if err != nil || len(violations) == 0 {
-		return "", err
-	}
+	return policy.Evaluate(ctx, pin)
+}
+
+// refuse records the rules a pool breaks; what runs stays as it is. The rules whose
+// failure has a condition of its own set it (a location that does not admit the
+// namespace is LocationResolved=False), and each message gets the facts the pool was
+// checked with.
+func (r *Reconciler) refuse(ng *v1.NodeGroup, in *render.Input, violations []policy.Violation) {
+	reason := ReasonPolicyViolation
 	msgs := make([]string, len(violations))
 	for i, v := range violations {
 		msgs[i] = v.String()
+		switch v.Rule {
+		case policy.RuleLocationAccess:
+			msgs[i] += fmt.Sprintf(" (location %q, namespace %q)", in.LocationName, ng.Namespace)
+			setCondition(ng, v1.ConditionLocationResolved, metav1.ConditionFalse, ReasonLocationNotAllowed, msgs[i])
+		case policy.RuleVersion:
+			msgs[i] += fmt.Sprintf(" (pool %s, control plane %s)", in.KubernetesVersion, in.ControlPlaneVersion)
+		case policy.RuleClassVersion:
+			msgs[i] += fmt.Sprintf(" (class %q is built for %s)", in.ClassName, in.KubernetesVersion)
+		}
+		if i == 0 {
+			switch v.Rule {
+			case policy.RuleLocationAccess:
+				reason = ReasonLocationNotAllowed
+			case policy.RuleVersion:
+				reason = ReasonVersionAhead
+			}
+		}
 	}
-	return strings.Join(msgs, "; "), nil
+	setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, reason, strings.Join(msgs, "; "))
+	setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, reason, "the pool is not re-rendered; what runs stays as it is")
 }
 
 // credentials creates the Secrets a Kairos pool's machines read before its templates

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
@@ -212,10 +213,10 @@ func TestErrorConditions(t *testing.T) {
 	}{
 		{"unknown class", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" }, v1.ConditionClassResolved, resolve.ReasonClassNotFound, `NodeGroupClass "nope" does not exist`},
 		{"unknown location", ns, func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, v1.ConditionLocationResolved, resolve.ReasonLocationNotFound, `Location "nowhere" does not exist`},
-		{"location not allowed", ns, func(s *v1.NodeGroupSpec) { s.LocationName = "restricted" }, v1.ConditionLocationResolved, resolve.ReasonLocationNotAllowed, "does not admit namespace"},
+		{"location not allowed", ns, func(s *v1.NodeGroupSpec) { s.LocationName = "restricted" }, v1.ConditionLocationResolved, nodegroup.ReasonLocationNotAllowed, `does not admit the pool's namespace (its spec.allowedNamespaces): ask the platform for access, or set spec.locationName to a location that admits it (location "restricted", namespace "` + ns + `")`},
 		{"cluster not found", ns, func(s *v1.NodeGroupSpec) { s.ClusterName = "other" }, v1.ConditionClusterFound, resolve.ReasonClusterNotFound, `Cluster "other" does not exist in namespace`},
 		{"talos secrets missing", nsNoSecret, nil, v1.ConditionRendered, resolve.ReasonTalosSecretsMissing, "with the cluster's Talos secrets does not exist"},
-		{"ahead of control plane", ns, func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, v1.ConditionRendered, resolve.ReasonVersionAhead, "is ahead of the control plane (v1.35.4)"},
+		{"ahead of control plane", ns, func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, v1.ConditionRendered, nodegroup.ReasonVersionAhead, "is ahead of the control plane's: workers must not be newer than their API server; lower spec.kubernetesVersion or pick a class built for the control plane's minor, or upgrade the control plane first (pool v1.36.3, control plane v1.35.4)"},
 		{"instancetype not served", ns, func(s *v1.NodeGroupSpec) { s.Resources, s.InstanceType = nil, "u1.large" }, v1.ConditionRendered, resolve.ReasonInstanceTypeNotFound, `spec.instanceType "u1.large": KubeVirt instancetypes are not served`},
 		{"no disk for the minor", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" }, v1.ConditionRendered, resolve.ReasonImageNotAvailable, "no Kairos worker disk is published for Kubernetes v1.35"},
 	}
