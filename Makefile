@@ -9,6 +9,8 @@ CRD_DIR   := charts/nodegroup-operator/crds
 # UPDATE=1 rewrites golden files instead of comparing against them.
 UPDATE    ?=
 TEST_ARGS ?=
+# E2E_ARGS go to the Go e2e suite, e.g. E2E_ARGS='-run TestPoolsReachReady'.
+E2E_ARGS  ?=
 
 export UPDATE
 
@@ -35,6 +37,7 @@ testbin: ## Build (or find cached) etcd and kube-apiserver for the tests.
 lint: ## gofmt, go vet, and a clean tree after `make generate`.
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | xargs -r ls -d 2>/dev/null)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/...
 	$(MAKE) --no-print-directory generate
 	@if [ -n "$$(git status --porcelain -- api charts internal/providers)" ]; then \
 		echo "generated files differ from the tree: run 'make generate' and commit"; git status --porcelain -- api charts internal/providers; git diff --stat; exit 1; fi
@@ -45,6 +48,13 @@ test: lint ## Lint, then run the unit and integration tests against a real kube-
 	@start=$$SECONDS; assets=$$(hack/testbin.sh); echo "control-plane binaries ready in $$((SECONDS-start))s: $$assets"; \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 $(TEST_ARGS) ./...
 	bats e2e/*.bats
+
+.PHONY: e2e
+e2e: ## End-to-end suites (Go, then bats): the real Cluster API manager turns pools into Machines and Nodes.
+	@hack/testdeps.sh
+	@start=$$SECONDS; hack/testbin.sh --all >/dev/null && hack/e2ebin.sh >/dev/null; echo "e2e binaries ready in $$((SECONDS-start))s"
+	@start=$$SECONDS; $(GO) test -tags e2e -count=1 -v -timeout 45m ./e2e/ $(E2E_ARGS); echo "e2e: Go suite took $$((SECONDS-start))s"
+	@start=$$SECONDS; bats e2e/flow; echo "e2e: bats suite took $$((SECONDS-start))s"
 
 .PHONY: demo
 demo: ## A local control plane, the operator, the example pools and what it made of them.

@@ -21,8 +21,8 @@ import (
 const TenantCluster = "tenant"
 
 // CreateTenant creates a namespace with what a Talos pool needs to render: a Cluster
-// (services 10.95.0.0/16) with a KamajiControlPlane at v1.35.4, the tenant API server's
-// Service and the cluster's Talos secrets; and, once per control plane, the built-in
+// (services 10.95.0.0/16) with a KamajiControlPlane at v1.35.4 and a KubevirtCluster, the
+// tenant API server's Service and the cluster's Talos secrets; and, once per control plane, the built-in
 // location (admitting every namespace) and the management DNS Service.
 func CreateTenant(ctx context.Context, c client.Client, ns string, nsLabels map[string]string) error {
 	cp := &unstructured.Unstructured{}
@@ -31,6 +31,13 @@ func CreateTenant(ctx context.Context, c client.Client, ns string, nsLabels map[
 	cp.SetNamespace(ns)
 	cp.SetName(TenantCluster)
 	_ = unstructured.SetNestedField(cp.Object, "v1.35.4", "spec", "version")
+	// Cluster API counts a Cluster's infrastructure as ready only through its
+	// infrastructureRef; a machine health check never remediates without it.
+	infra := &unstructured.Unstructured{}
+	infra.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+	infra.SetKind("KubevirtCluster")
+	infra.SetNamespace(ns)
+	infra.SetName(TenantCluster)
 	secret, err := TalosSecret(ns)
 	if err != nil {
 		return err
@@ -51,6 +58,7 @@ func CreateTenant(ctx context.Context, c client.Client, ns string, nsLabels map[
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: nsLabels}},
 		cp,
+		infra,
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TenantCluster},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 6443}}}},
 		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TenantCluster}, Spec: clusterv1.ClusterSpec{
@@ -59,7 +67,8 @@ func CreateTenant(ctx context.Context, c client.Client, ns string, nsLabels map[
 				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.95.0.0/16"}},
 				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
 			},
-			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KamajiControlPlane", Name: TenantCluster},
+			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KamajiControlPlane", Name: TenantCluster},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtCluster", Name: TenantCluster},
 		}},
 		secret,
 	} {

@@ -153,6 +153,8 @@ var upstreamCRDs = []UpstreamCRD{
 	capiCRD("machinehealthchecks", "ed6db855b4b04e8a84ad9449023a52c64527945f4d43bff97cb8e555572e3b34"),
 	capkCRD("kubevirtmachinetemplates", "2acccbdbdb74a8b75e01a5f1252e9da06f8f208abf2b36c3941378552be4b38c"),
 	capkCRD("kubevirtclusters", "865e8c5906bc3f8f32c8340d5300d3039e0d01cc7a10e06cabd089b28981e509"),
+	// Cluster API clones a KubevirtMachineTemplate into a KubevirtMachine per Machine.
+	capkCRD("kubevirtmachines", "a6369faf1073068d0c895e720901ea2dfbec88691c630773c327e72704c5b1fe"),
 	pinnedCRD("talos", talosRepo, talosRef, "bootstrap.cluster.x-k8s.io", "talosconfigtemplates",
 		"2363fbfa580a9548e73bfbe7a1257b189842319c6f37dad24326f354db2bff46", talosLabels),
 	pinnedCRD("talos", talosRepo, talosRef, "bootstrap.cluster.x-k8s.io", "talosconfigs",

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,6 +39,14 @@ var wantProviderCRDs = map[string]struct {
 		"cluster.x-k8s.io/v1beta1":  "v1alpha1",
 	}},
 	"kubevirtclusters.infrastructure.cluster.x-k8s.io": {"infrastructure.cluster.x-k8s.io", "KubevirtCluster", map[string]string{
+		"cluster.x-k8s.io/provider": "kubevirt",
+		"cluster.x-k8s.io/v1alpha1": "v1alpha1",
+		"cluster.x-k8s.io/v1alpha2": "v1alpha1",
+		"cluster.x-k8s.io/v1alpha3": "v1alpha1",
+		"cluster.x-k8s.io/v1alpha4": "v1alpha1",
+		"cluster.x-k8s.io/v1beta1":  "v1alpha1",
+	}},
+	"kubevirtmachines.infrastructure.cluster.x-k8s.io": {"infrastructure.cluster.x-k8s.io", "KubevirtMachine", map[string]string{
 		"cluster.x-k8s.io/provider": "kubevirt",
 		"cluster.x-k8s.io/v1alpha1": "v1alpha1",
 		"cluster.x-k8s.io/v1alpha2": "v1alpha1",
@@ -159,6 +169,11 @@ func TestUpstreamSumsMatchMirror(t *testing.T) {
 	}
 	for _, u := range UpstreamCRDs() {
 		data, err := os.ReadFile(filepath.Join(mirror, filepath.FromSlash(u.Mirror)))
+		if errors.Is(err, fs.ErrNotExist) && u.Module != "" {
+			// The mirror holds what the renderer's objects are checked against; a module
+			// file beyond it is verified against the module's go.sum-pinned zip instead.
+			continue
+		}
 		if err != nil {
 			t.Error(err)
 			continue

@@ -1,0 +1,117 @@
+#!/usr/bin/env bats
+# A pool's life as the people involved type it, against the end-to-end environment
+# (e2e/framework: a real kube-apiserver, the Cluster API manager, the operator binary and
+# the provider simulator). The tests run in order and build on each other.
+#
+# Run with `make e2e` (or `bats e2e/flow` once hack/e2ebin.sh has built the binaries).
+
+setup_file() {
+  cd "$BATS_TEST_DIRNAME/../.."
+  go build -o "$BATS_FILE_TMPDIR/" ./cmd/kubectl-nodegroup ./e2e/envctl
+  # fd 3 closed: bats waits for every holder of it before it ends.
+  "$BATS_FILE_TMPDIR/envctl" -work "$BATS_FILE_TMPDIR/env" 2>"$BATS_FILE_TMPDIR/envctl.log" 3>&- &
+  echo $! >"$BATS_FILE_TMPDIR/envctl.pid"
+  for _ in $(seq 1 600); do
+    [ -f "$BATS_FILE_TMPDIR/env/env" ] && return 0
+    kill -0 "$(cat "$BATS_FILE_TMPDIR/envctl.pid")" 2>/dev/null || break
+    sleep 1
+  done
+  echo "the e2e environment did not come up:" >&3
+  tail -30 "$BATS_FILE_TMPDIR/envctl.log" >&3
+  return 1
+}
+
+teardown_file() {
+  # envctl stops every process it started on SIGTERM.
+  pid=$(cat "$BATS_FILE_TMPDIR/envctl.pid")
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 60); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+setup() {
+  cd "$BATS_TEST_DIRNAME/../.."
+  # shellcheck disable=SC1091
+  source "$BATS_FILE_TMPDIR/env/env"
+  export PATH="$BATS_FILE_TMPDIR:$PATH"
+}
+
+@test "the platform prepares a tenant: its cluster, control plane and Talos secrets" {
+  kubectl apply -f examples/tenant.yaml
+  kubectl create secret generic demo-talos -n tenant-demo \
+    --from-literal=machine-token=w7ysn3.2ti4qmz2k6ajb9nt \
+    --from-file=machine-ca.crt=internal/render/testdata/machine-ca.crt \
+    --from-file=cluster-ca.crt=internal/render/testdata/cluster-ca.crt \
+    --from-literal=cluster-id=Nhx0p0XcSPVpeFbSiGrMbT6cVTuqc1UwIuJ0jZ_6rzI= \
+    --from-literal=cluster-secret=bx4j3zGGpZ1lx1D0dw4XzVLHzJ8lwnhc0eMdQ+k6sF0= \
+    --from-literal=bootstrap-token=abcdef.0123456789abcdef
+  run kubectl get nodegroupclasses
+  [ "$status" -eq 0 ]
+  [[ "$output" == *talos* ]]
+}
+
+@test "a tenant checks the pool offline before applying it" {
+  run kubectl-nodegroup validate -f e2e/flow/testdata/web.yaml
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"is admitted"* ]]
+}
+
+@test "the pool becomes a Machine and a Ready Node with its labels and taint" {
+  kubectl apply -f e2e/flow/testdata/web.yaml
+  kubectl wait -n tenant-demo nodegroup/web --for=condition=Ready --timeout=240s
+  run kubectl get machines -n tenant-demo -l cluster.x-k8s.io/deployment-name=demo-web \
+    -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}'
+  [ "$output" = "Running" ]
+  run kubectl get nodes -l node.cluster.x-k8s.io/nodegroup=web,workload=web,node-role.kubernetes.io/worker \
+    -o jsonpath='{range .items[*]}{.spec.taints[?(@.key=="workload")].effect}{"\n"}{end}'
+  [ "$output" = "NoSchedule" ]
+}
+
+@test "kubectl nodegroup explain tells the tenant where the pool stands" {
+  run kubectl-nodegroup explain web -n tenant-demo
+  [ "$status" -eq 0 ]
+  [[ "$output" == *demo-web* ]]
+  [[ "$output" == *Ready* ]]
+}
+
+@test "resizing the fixed pool adds a machine" {
+  kubectl patch -n tenant-demo nodegroup/web --type merge -p '{"spec":{"minReplicas":2,"maxReplicas":2}}'
+  for _ in $(seq 1 120); do
+    n=$(kubectl get nodes -l node.cluster.x-k8s.io/nodegroup=web -o name | wc -l)
+    [ "$n" -eq 2 ] && break
+    sleep 2
+  done
+  [ "$n" -eq 2 ]
+  kubectl wait -n tenant-demo nodegroup/web --for=condition=Ready --timeout=240s
+  run kubectl get nodegroup -n tenant-demo web -o jsonpath='{.status.readyReplicas}'
+  [ "$output" = "2" ]
+}
+
+@test "switching the running pool to Kairos is refused, and it keeps running" {
+  run kubectl patch -n tenant-demo nodegroup/web --type merge -p '{"spec":{"nodeGroupClassName":"kairos"}}'
+  [ "$status" -ne 0 ]
+  [[ "$output" == *denied* ]]
+  run kubectl get nodegroup -n tenant-demo web -o jsonpath='{.spec.nodeGroupClassName}'
+  [ "$output" = "talos" ]
+  run kubectl get machines -n tenant-demo -l cluster.x-k8s.io/deployment-name=demo-web -o name
+  [ "$(echo "$output" | wc -l)" -eq 2 ]
+}
+
+@test "deleting the pool removes its machines and nodes" {
+  kubectl delete -n tenant-demo nodegroup/web --timeout=240s
+  for _ in $(seq 1 120); do
+    n=$(kubectl get nodes -l node.cluster.x-k8s.io/nodegroup=web -o name | wc -l)
+    m=$(kubectl get machines -n tenant-demo -o name | wc -l)
+    [ "$n" -eq 0 ] && [ "$m" -eq 0 ] && break
+    sleep 2
+  done
+  [ "$n" -eq 0 ]
+  [ "$m" -eq 0 ]
+  run kubectl get machinedeployments -n tenant-demo -o name
+  [ -z "$output" ]
+  # The tenant's cluster stays.
+  kubectl get -n tenant-demo cluster/demo
+}

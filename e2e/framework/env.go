@@ -1,0 +1,463 @@
+package framework
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
+)
+
+// Options tune the environment.
+type Options struct {
+	// Work is the folder for logs, certificates and kubeconfigs; empty makes a temporary
+	// one, removed by Stop unless the run failed.
+	Work string
+	// Log receives one line per phase with its duration; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Env is a running end-to-end environment.
+type Env struct {
+	// Work holds every process's log, the kubeconfigs and the webhook certificate.
+	Work string
+	// Config and Client are the control plane's admin.
+	Config *rest.Config
+	Client client.Client
+	// Kubeconfig is the admin kubeconfig's path, for kubectl and the bats suite.
+	Kubeconfig string
+	// Bin holds the e2e binaries (hack/e2ebin.sh): kubectl among them.
+	Bin string
+
+	root        string
+	log         func(string, ...any)
+	cp          *testenv.Env
+	cert        *servingCert
+	procs       []*process
+	operator    *process
+	operatorBin string
+	operatorCfg string
+	opWebhook   int
+	capiPort    int
+	stopSim     func()
+	// inProcessLog receives controller-runtime's log of this process.
+	inProcessLog *os.File
+}
+
+// Start brings the whole environment up, phase by phase, and stops what it started if a
+// phase fails.
+func Start(ctx context.Context, opts Options) (env *Env, err error) {
+	e := &Env{root: testenv.RepoRoot(), log: opts.Log, Work: opts.Work}
+	if e.log == nil {
+		e.log = func(string, ...any) {}
+	}
+	if e.Work == "" {
+		if e.Work, err = os.MkdirTemp("", "nodegroup-e2e-"); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w (logs in %s)", err, e.Work)
+			e.Stop()
+		}
+	}()
+	// Everything that logs through controller-runtime in this process (envtest, the
+	// simulator) writes to one file of the work folder.
+	if e.inProcessLog, err = os.Create(filepath.Join(e.Work, "simulator.log")); err != nil {
+		return nil, err
+	}
+	ctrllog.SetLogger(zap.New(zap.WriteTo(e.inProcessLog)))
+	for _, phase := range []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"binaries (cached after the first build)", e.binaries},
+		{"etcd and kube-apiserver with the CRDs", e.controlPlane},
+		{"Cluster API manager with its webhooks", e.clusterAPI},
+		{"kube-controller-manager, kube-scheduler and kwok", e.kubeControllers},
+		{"the chart and the operator binary", e.operatorUp},
+		{"the provider simulator", e.simulator},
+	} {
+		t := time.Now()
+		if err := phase.run(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", phase.name, err)
+		}
+		e.log("e2e: %s ready in %s", phase.name, time.Since(t).Round(100*time.Millisecond))
+	}
+	return e, nil
+}
+
+// Stop stops every process and the control plane.
+func (e *Env) Stop() {
+	if e.stopSim != nil {
+		e.stopSim()
+	}
+	if e.operator != nil {
+		e.operator.Stop(10 * time.Second)
+	}
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		e.procs[i].Stop(10 * time.Second)
+	}
+	if e.cp != nil {
+		_ = e.cp.Stop()
+	}
+	if e.inProcessLog != nil {
+		_ = e.inProcessLog.Close()
+	}
+}
+
+// binaries builds (or finds cached) the control plane, the Cluster API manager, kwok,
+// kubectl, and the operator from this tree.
+func (e *Env) binaries(ctx context.Context) error {
+	assets, err := e.script(ctx, "testbin.sh", "--all")
+	if err != nil {
+		return err
+	}
+	// testenv starts etcd and kube-apiserver from KUBEBUILDER_ASSETS.
+	if err := os.Setenv("KUBEBUILDER_ASSETS", assets); err != nil {
+		return err
+	}
+	if e.Bin, err = e.script(ctx, "e2ebin.sh"); err != nil {
+		return err
+	}
+	for _, b := range []string{"kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
+			return fmt.Errorf("%s missing from %s: %w", b, assets, err)
+		}
+	}
+	e.operatorBin = filepath.Join(e.Work, "nodegroup-operator")
+	build := exec.CommandContext(ctx, "go", "build", "-o", e.operatorBin, "./cmd/nodegroup-operator")
+	build.Dir = e.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the operator: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func (e *Env) script(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(e.root, "hack", name)}, args...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/%s: %w", name, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// capiGroups are the API groups whose CRDs the Cluster API core manager serves.
+var capiGroups = map[string]bool{
+	"cluster.x-k8s.io": true, "addons.cluster.x-k8s.io": true,
+	"ipam.cluster.x-k8s.io": true, "runtime.cluster.x-k8s.io": true,
+}
+
+// controlPlane starts etcd and kube-apiserver with this project's CRDs, the provider CRDs
+// the renderer's objects need, and every Cluster API core CRD (the manager watches them
+// all), the latter converting through the manager's webhook.
+func (e *Env) controlPlane(context.Context) error {
+	var err error
+	if e.cert, err = newServingCert(filepath.Join(e.Work, "webhook-certs")); err != nil {
+		return err
+	}
+	capiPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	provider, err := testenv.ProviderCRDs()
+	if err != nil {
+		return err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range provider {
+		if !capiGroups[crd.Spec.Group] {
+			crds = append(crds, crd)
+		}
+	}
+	capi, err := e.capiCRDs(capiPort)
+	if err != nil {
+		return err
+	}
+	crds = append(crds, capi...)
+	if e.cp, err = testenv.Start(testenv.Options{CRDs: crds}); err != nil {
+		return err
+	}
+	e.Config, e.Client = e.cp.Config, e.cp.Client
+	e.Kubeconfig = filepath.Join(e.Work, "kubeconfig")
+	e.capiPort = capiPort
+	return os.WriteFile(e.Kubeconfig, e.cp.KubeConfig(), 0o600)
+}
+
+// capiCRDs reads the Cluster API core CRDs shipped with the manager's build and points
+// their conversion at the manager's webhook, as its kustomize patches do in a cluster.
+func (e *Env) capiCRDs(port int) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := filepath.Glob(filepath.Join(e.Bin, "capi-crd", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no Cluster API CRDs in %s/capi-crd", e.Bin)
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		url := fmt.Sprintf("https://127.0.0.1:%d/convert", port)
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+			Strategy: apiextensionsv1.WebhookConverter,
+			Webhook: &apiextensionsv1.WebhookConversion{
+				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: e.cert.CAData},
+				ConversionReviewVersions: []string{"v1", "v1beta1"},
+			},
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
+// clusterAPI registers the Cluster API admission webhooks on loopback and starts the
+// manager serving them, then waits until it is ready.
+func (e *Env) clusterAPI(ctx context.Context) error {
+	data, err := os.ReadFile(filepath.Join(e.Bin, "capi-webhook.yaml"))
+	if err != nil {
+		return err
+	}
+	hooks, err := splitYAML(string(data))
+	if err != nil {
+		return err
+	}
+	for _, h := range hooks {
+		h.SetName("capi-" + h.GetName())
+		if err := webhooksOnLoopback(h, e.capiPort, e.cert.CAData); err != nil {
+			return err
+		}
+	}
+	if err := e.applyAll(ctx, "e2e", hooks); err != nil {
+		return err
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	diag, err := freePort()
+	if err != nil {
+		return err
+	}
+	p, err := e.start("capi-manager", filepath.Join(e.Bin, "capi-manager"),
+		"--kubeconfig", e.Kubeconfig, "--leader-elect=false",
+		"--webhook-port", fmt.Sprint(e.capiPort), "--webhook-cert-dir", e.cert.Dir,
+		"--health-addr", fmt.Sprintf("127.0.0.1:%d", health),
+		"--diagnostics-address", fmt.Sprintf("127.0.0.1:%d", diag), "--insecure-diagnostics",
+		// Template taints reach Nodes only behind this gate (DESIGN.md, provider facts).
+		"--feature-gates=MachineTaintPropagation=true")
+	if err != nil {
+		return err
+	}
+	return e.waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), fmt.Sprintf("127.0.0.1:%d", e.capiPort))
+}
+
+// kubeControllers starts kube-controller-manager (garbage collection cascades owner
+// references; node lifecycle taints and untaints Nodes), kube-scheduler, and kwok, which
+// heartbeats the Nodes the simulator creates (only those: they carry its annotation).
+func (e *Env) kubeControllers(ctx context.Context) error {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	kcmPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	if _, err := e.start("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"),
+		"--kubeconfig", e.Kubeconfig, "--leader-elect=false",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
+		"--controllers=*", "--use-service-account-credentials=false",
+		// A Node whose heartbeat stops is marked unknown after this long (default 40s).
+		"--node-monitor-grace-period=20s"); err != nil {
+		return err
+	}
+	schedPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	if _, err := e.start("kube-scheduler", filepath.Join(assets, "kube-scheduler"),
+		"--kubeconfig", e.Kubeconfig, "--leader-elect=false",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort)); err != nil {
+		return err
+	}
+	kwokPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	p, err := e.start("kwok", filepath.Join(e.Bin, "kwok"),
+		"--kubeconfig", e.Kubeconfig, "-c", filepath.Join(e.Bin, "kwok-stages.yaml"),
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector="+KwokAnnotation+"=fake",
+		"--server-address", fmt.Sprintf("127.0.0.1:%d", kwokPort))
+	if err != nil {
+		return err
+	}
+	return e.waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort), "")
+}
+
+// KwokAnnotation marks the Nodes kwok keeps alive; the simulator sets it on the Nodes it
+// registers, and a scenario removes it to make a Node stop heartbeating.
+const KwokAnnotation = "kwok.x-k8s.io/node"
+
+// operatorUp installs the chart (RBAC, built-in classes and location, the webhook
+// configuration on loopback) and starts the operator binary as the chart's
+// ServiceAccount.
+func (e *Env) operatorUp(ctx context.Context) error {
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}); err != nil {
+		return err
+	}
+	objs, err := chartObjects(e.root, map[string]any{
+		"webhook": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": false}},
+	})
+	if err != nil {
+		return err
+	}
+	if e.opWebhook, err = freePort(); err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if obj.GetKind() == "ValidatingWebhookConfiguration" {
+			if err := webhooksOnLoopback(obj, e.opWebhook, e.cert.CAData); err != nil {
+				return err
+			}
+		}
+	}
+	if err := e.applyAll(ctx, "helm", objs); err != nil {
+		return err
+	}
+	e.operatorCfg = filepath.Join(e.Work, "operator.kubeconfig")
+	if err := e.serviceAccountKubeconfig(ctx, e.operatorCfg); err != nil {
+		return err
+	}
+	return e.StartOperator(ctx)
+}
+
+// StartOperator starts the operator binary (again, after StopOperator) and waits until
+// it serves its webhook.
+func (e *Env) StartOperator(ctx context.Context) error {
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	p, err := startProcess(e.Work, "nodegroup-operator", e.operatorBin,
+		"--kubeconfig", e.operatorCfg,
+		"--leader-elect=true", "--leader-election-namespace", ReleaseNamespace,
+		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+		"--webhook-port", fmt.Sprint(e.opWebhook), "--webhook-cert-dir", e.cert.Dir,
+		// The environment issued the loopback certificate and wrote the caBundle.
+		"--webhook-manage-certs=false")
+	if err != nil {
+		return err
+	}
+	e.operator = p
+	return e.waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), fmt.Sprintf("127.0.0.1:%d", e.opWebhook))
+}
+
+// StopOperator stops the operator binary the way a rollout stops a Pod (SIGTERM).
+func (e *Env) StopOperator() {
+	if e.operator != nil {
+		e.operator.Stop(15 * time.Second)
+	}
+}
+
+// OperatorLog is the operator's log file.
+func (e *Env) OperatorLog() string { return filepath.Join(e.Work, "nodegroup-operator.log") }
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the chart's
+// ServiceAccount, so the operator runs with exactly the chart's RBAC.
+func (e *Env) serviceAccountKubeconfig(ctx context.Context, path string) error {
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return err
+	}
+	expiry := int64(6 * 3600)
+	tr, err := cs.CoreV1().ServiceAccounts(ReleaseNamespace).CreateToken(ctx, ServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("a token for the chart's ServiceAccount: %w", err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["operator"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "operator", Namespace: ReleaseNamespace}
+	kc.CurrentContext = "operator"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+func (e *Env) start(name, bin string, args ...string) (*process, error) {
+	p, err := startProcess(e.Work, name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	e.procs = append(e.procs, p)
+	return p, nil
+}
+
+// waitReady waits until the process answers its health URL with 200 and, when given,
+// accepts TLS connections on its webhook address.
+func (e *Env) waitReady(ctx context.Context, p *process, healthURL, webhookAddr string) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if !p.Running() {
+			return fmt.Errorf("%s exited: %v\n%s", p.Name, p.err, p.tail())
+		}
+		ok := false
+		if resp, err := hc.Get(healthURL); err == nil {
+			ok = resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+		}
+		if ok && webhookAddr != "" {
+			conn, err := tls.Dial("tcp", webhookAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe, not a trust decision
+			ok = err == nil
+			if conn != nil {
+				conn.Close()
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after 2m (log %s):\n%s", p.Name, p.Log, p.tail())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Apply creates or updates obj by server-side apply as manager, taking ownership.
+func (e *Env) Apply(ctx context.Context, manager string, obj *unstructured.Unstructured) error {
+	if err := e.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(manager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
+}
+
+func encodeCA(ca []byte) string { return base64.StdEncoding.EncodeToString(ca) }
