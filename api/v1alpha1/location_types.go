@@ -152,7 +152,7 @@ type LocationStatus struct {
 // immutable, and admits only the namespaces its allowedNamespaces selects.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=ngloc,categories=nodegroup
+// +kubebuilder:resource:scope=Cluster,shortName=ngloc,categories=nodegroup-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider.type`
 // +kubebuilder:printcolumn:name="Region",type=string,JSONPath=`.spec.region`

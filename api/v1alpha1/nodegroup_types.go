@@ -275,7 +275,7 @@ type NodeGroupStatus struct {
 // one Cluster in the same namespace.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=ng;ngs,categories=nodegroup
+// +kubebuilder:resource:shortName=ng;ngs,categories=nodegroup-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.nodeGroupClassName`

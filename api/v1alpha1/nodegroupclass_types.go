@@ -140,7 +140,7 @@ type NodeGroupClassStatus struct {
 // worker pools. It is cluster-scoped and immutable.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=ngc;ngclass,categories=nodegroup
+// +kubebuilder:resource:scope=Cluster,shortName=ngc;ngclass,categories=nodegroup-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="OS",type=string,JSONPath=`.spec.os`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image.reference`,priority=0
