@@ -142,9 +142,9 @@ type SysctlValue string
 
 // MachineResources sizes a machine.
 type MachineResources struct {
-	// cpu is the number of virtual CPUs, such as 2 or 4.
+	// cpu is the number of virtual CPUs, a whole number such as 2 or 4.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('256')) <= 0",message="spec.resources.cpu must be between 1 and 256"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isInteger() && quantity(string(self)).asInteger() >= 1 && quantity(string(self)).asInteger() <= 256",message="spec.resources.cpu must be a whole number of virtual CPUs between 1 and 256"
 	CPU resource.Quantity `json:"cpu"`
 	// memory is the machine's memory, such as 4Gi.
 	// +required

@@ -204,7 +204,14 @@ func TestNodeGroupRules(t *testing.T) {
 		{name: "neither resources nor instance type refused", obj: pool("neither", func(s *v1.NodeGroupSpec) { s.Resources = nil }),
 			wantErr: "set exactly one of spec.resources and spec.instanceType"},
 		{name: "zero cpu refused", obj: pool("zero-cpu", func(s *v1.NodeGroupSpec) { s.Resources.CPU = resource.MustParse("0") }),
-			wantErr: "spec.resources.cpu must be between 1 and 256"},
+			wantErr: "spec.resources.cpu must be a whole number of virtual CPUs between 1 and 256"},
+		// A VM gets whole cores: 1500m would boot 2 while the autoscaler's capacity and the
+		// kubelet's reservations were sized for 1.5.
+		{name: "fractional cpu refused", obj: pool("half-cpu", func(s *v1.NodeGroupSpec) { s.Resources.CPU = resource.MustParse("1500m") }),
+			wantErr: "spec.resources.cpu must be a whole number of virtual CPUs between 1 and 256"},
+		{name: "cpu above bound refused", obj: pool("many-cpu", func(s *v1.NodeGroupSpec) { s.Resources.CPU = resource.MustParse("257") }),
+			wantErr: "spec.resources.cpu must be a whole number of virtual CPUs between 1 and 256"},
+		{name: "cpu in thousands of millicores", obj: pool("milli-cpu", func(s *v1.NodeGroupSpec) { s.Resources.CPU = resource.MustParse("2000m") })},
 		{name: "tiny memory refused", obj: pool("tiny-mem", func(s *v1.NodeGroupSpec) { s.Resources.Memory = resource.MustParse("512Mi") }),
 			wantErr: "spec.resources.memory must be between 1Gi and 4Ti"},
 		{name: "taints with each effect", obj: pool("taints", func(s *v1.NodeGroupSpec) {
