@@ -98,17 +98,24 @@ func MilliCPUString(m int64) string {
 	if m%1000 == 0 {
 		return strconv.FormatInt(m/1000, 10)
 	}
-	return strconv.FormatInt(m, 10) + "m"
+	return withSuffix(m, "m")
 }
 
 // MemoryString formats bytes as a Kubernetes quantity in Mi, or in Ki where Mi would
 // round (the exact value matters: both consumers must read the same number).
 func MemoryString(b int64) string {
 	if b%mebi == 0 {
-		return strconv.FormatInt(b/mebi, 10) + "Mi"
+		return withSuffix(b/mebi, "Mi")
 	}
 	if b%1024 == 0 {
-		return strconv.FormatInt(b/1024, 10) + "Ki"
+		return withSuffix(b/1024, "Ki")
 	}
 	return strconv.FormatInt(b, 10)
+}
+
+// withSuffix is v and a unit suffix, built in a stack buffer so the string is the only
+// allocation (these are written for every pool on every resync).
+func withSuffix(v int64, suffix string) string {
+	var buf [24]byte
+	return string(append(strconv.AppendInt(buf[:0], v, 10), suffix...))
 }

@@ -21,7 +21,7 @@ const (
 )
 
 // machineHealthCheck replaces machines whose node does not come up or goes away.
-func machineHealthCheck(in *Input) *clusterv1.MachineHealthCheck {
+func machineHealthCheck(in *Input, meta metadata) *clusterv1.MachineHealthCheck {
 	startup := defaultStartupTimeout
 	if in.Class.OS == "Kairos" {
 		startup = defaultKairosStartupTimeout
@@ -45,15 +45,15 @@ func machineHealthCheck(in *Input) *clusterv1.MachineHealthCheck {
 		}
 	}
 	return &clusterv1.MachineHealthCheck{
-		TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineHealthCheck"},
+		TypeMeta: metav1.TypeMeta{APIVersion: clusterAPIVersion, Kind: "MachineHealthCheck"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      MachineDeploymentName(in.Cluster.Name, in.Name),
+			Name:      meta.name,
 			Namespace: in.Namespace,
-			Labels:    objectLabels(in),
+			Labels:    meta.labels,
 		},
 		Spec: clusterv1.MachineHealthCheckSpec{
 			ClusterName: in.Cluster.Name,
-			Selector:    metav1.LabelSelector{MatchLabels: poolSelector(in)},
+			Selector:    metav1.LabelSelector{MatchLabels: meta.selector},
 			Checks: clusterv1.MachineHealthCheckChecks{
 				NodeStartupTimeoutSeconds: seconds(startup),
 				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{

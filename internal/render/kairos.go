@@ -3,12 +3,10 @@ package render
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 )
@@ -68,11 +66,8 @@ func kairosConfigTemplate(in *Input) (*kairos.KairosConfigTemplate, error) {
 		spec.DNSServers = []string{in.Cluster.ManagementDNS}
 	}
 
-	patch, err := kubeletPatch(in)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	spec.Files = []kairos.File{{Path: kairosKubeletPatch, Content: patch, Owner: kairosFileOwner, Permissions: "0644"}}
+	spec.Files = make([]kairos.File, 0, 3) // the patch, hosts and resolved.conf
+	spec.Files = append(spec.Files, kairos.File{Path: kairosKubeletPatch, Content: kubeletPatch(in), Owner: kairosFileOwner, Permissions: "0644"})
 	if hosts := kairosHosts(in); hosts != "" {
 		spec.Files = append(spec.Files, kairos.File{Path: kairosHostsFile, Content: hosts, Owner: kairosFileOwner, Permissions: "0644"})
 	}
@@ -91,14 +86,12 @@ func kairosConfigTemplate(in *Input) (*kairos.KairosConfigTemplate, error) {
 
 	join := kairos.JoinConfiguration{Patches: &kairos.Patches{Directory: kairosPatchesDir}}
 	reg := &kairos.NodeRegistration{}
-	if labels := KubeletNodeLabels(in); len(labels) > 0 {
-		keys := slices.Sorted(maps.Keys(labels))
-		pairs := make([]string, 0, len(keys))
-		for _, k := range keys {
-			errs = append(errs, checkNodeLabel(k, labels[k])...)
-			pairs = append(pairs, k+"="+labels[k])
+	var buf [8]nodeLabel
+	if labels := kubeletNodeLabels(buf[:0], in); len(labels) > 0 {
+		for _, l := range labels {
+			errs = append(errs, checkNodeLabel(l.key, l.value)...)
 		}
-		reg.KubeletExtraArgs = []kairos.Arg{{Name: "node-labels", Value: strings.Join(pairs, ",")}}
+		reg.KubeletExtraArgs = []kairos.Arg{{Name: "node-labels", Value: joinLabels(labels)}}
 	}
 	for _, t := range in.Spec.Taints {
 		switch t.Effect {
@@ -123,7 +116,7 @@ func kairosConfigTemplate(in *Input) (*kairos.KairosConfigTemplate, error) {
 		return nil, fmt.Errorf("pool %s/%s: Kairos bootstrap config: %w", in.Namespace, in.Name, errors.Join(errs...))
 	}
 	return &kairos.KairosConfigTemplate{
-		TypeMeta:   metav1.TypeMeta{APIVersion: kairos.GroupVersion.String(), Kind: "KairosConfigTemplate"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: kairosAPIVersion, Kind: "KairosConfigTemplate"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace},
 		Spec:       kairos.KairosConfigTemplateSpec{Template: kairos.KairosConfigTemplateResource{Spec: spec}},
 	}, nil
@@ -147,40 +140,50 @@ func kairosRefusedFields(in *Input) []string {
 	return out
 }
 
-// kubeletPatchConfig is the kubeadm patch of the kubelet configuration: the reservations
-// from Reserve, the same values the capacity annotations subtract.
-type kubeletPatchConfig struct {
-	APIVersion     string            `json:"apiVersion"`
-	Kind           string            `json:"kind"`
-	KubeReserved   talosResources    `json:"kubeReserved"`
-	SystemReserved talosResources    `json:"systemReserved"`
-	EvictionHard   talosEvictionHard `json:"evictionHard"`
-	MaxPods        int32             `json:"maxPods"`
+// kubeletPatch is the kubeadm patch of the kubelet configuration: the reservations from
+// Reserve, the same values the capacity annotations subtract, and the rest of
+// systemReserved and evictionHard as the Talos config sets them.
+//
+// It is written out rather than marshalled: the document is fixed but for a few
+// quantities, and a YAML library (JSON, a YAML parse, a YAML emit) took most of a Kairos
+// render's time. The bytes are those sigs.k8s.io/yaml writes for the same content (keys
+// sorted, a value that would read as a number quoted); kubeletpatch_test.go compares
+// the two over a range of machine sizes.
+func kubeletPatch(in *Input) string {
+	r := Reserve(in.Machine)
+	b := make([]byte, 0, 512)
+	b = append(b, "apiVersion: kubelet.config.k8s.io/v1beta1\nevictionHard:\n"...)
+	b = appendPatchValue(b, "  imagefs.available: ", evictionImagefsAvailable)
+	b = appendPatchValue(b, "  imagefs.inodesFree: ", evictionImagefsInodesFree)
+	b = appendPatchValue(b, "  memory.available: ", MemoryString(r.EvictionHardMemoryBytes))
+	b = appendPatchValue(b, "  nodefs.available: ", evictionNodefsAvailable)
+	b = appendPatchValue(b, "  nodefs.inodesFree: ", evictionNodefsInodesFree)
+	b = append(b, "kind: KubeletConfiguration\nkubeReserved:\n"...)
+	b = appendPatchValue(b, "  cpu: ", MilliCPUString(r.KubeReservedMilliCPU))
+	b = appendPatchValue(b, "  memory: ", MemoryString(r.KubeReservedMemoryBytes))
+	b = append(b, "maxPods: "...)
+	b = strconv.AppendInt(b, int64(r.MaxPods), 10)
+	b = append(b, "\nsystemReserved:\n"...)
+	b = appendPatchValue(b, "  cpu: ", MilliCPUString(r.SystemReservedMilliCPU))
+	b = appendPatchValue(b, "  ephemeral-storage: ", systemReservedEphemeralStorage)
+	b = appendPatchValue(b, "  memory: ", MemoryString(r.SystemReservedMemoryBytes))
+	b = appendPatchValue(b, "  pid: ", systemReservedPID)
+	return string(b)
 }
 
-func kubeletPatch(in *Input) (string, error) {
-	r := Reserve(in.Machine)
-	b, err := yaml.Marshal(kubeletPatchConfig{
-		APIVersion: "kubelet.config.k8s.io/v1beta1",
-		Kind:       "KubeletConfiguration",
-		KubeReserved: talosResources{
-			CPU: MilliCPUString(r.KubeReservedMilliCPU), Memory: MemoryString(r.KubeReservedMemoryBytes),
-		},
-		SystemReserved: talosResources{
-			CPU: MilliCPUString(r.SystemReservedMilliCPU), Memory: MemoryString(r.SystemReservedMemoryBytes),
-			EphemeralStorage: systemReservedEphemeralStorage, PID: systemReservedPID,
-		},
-		EvictionHard: talosEvictionHard{
-			MemoryAvailable: MemoryString(r.EvictionHardMemoryBytes), NodefsAvailable: evictionNodefsAvailable,
-			NodefsInodesFree: evictionNodefsInodesFree, ImagefsAvailable: evictionImagefsAvailable,
-			ImagefsInodesFree: evictionImagefsInodesFree,
-		},
-		MaxPods: r.MaxPods,
-	})
-	if err != nil {
-		return "", fmt.Errorf("kubelet patch: %w", err)
+// appendPatchValue writes a line of the kubelet patch. Its values are quantities and
+// percentages: plain YAML, except that one of only digits would read as a number, so it
+// is quoted as the library quotes it.
+func appendPatchValue(b []byte, prefix, value string) []byte {
+	b = append(b, prefix...)
+	if value != "" && strings.Trim(value, "0123456789") == "" {
+		b = append(b, '"')
+		b = append(b, value...)
+		b = append(b, '"')
+	} else {
+		b = append(b, value...)
 	}
-	return string(b), nil
+	return append(b, '\n')
 }
 
 // kairosHosts is the worker's /etc/hosts: loopback, then the tenant API server Service's
@@ -190,10 +193,13 @@ func kairosHosts(in *Input) string {
 	if api.ClusterIP == "" {
 		return ""
 	}
+	const loopback = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+	names := serviceNames(api, in.Cluster.ManagementDNSDomain)
 	var b strings.Builder
-	b.WriteString("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+	b.Grow(len(loopback) + len(api.ClusterIP) + len(names)*(1+len(names[3])) + 1) // at most
+	b.WriteString(loopback)
 	b.WriteString(api.ClusterIP)
-	for _, name := range serviceNames(api, in.Cluster.ManagementDNSDomain) {
+	for _, name := range names {
 		b.WriteByte(' ')
 		b.WriteString(name)
 	}
@@ -201,22 +207,21 @@ func kairosHosts(in *Input) string {
 	return b.String()
 }
 
-// kairosResolved is the systemd-resolved drop-in: the management DNS and the search
-// domains of the tenant's namespace, so Service names of the namespace resolve.
+// kairosResolved is the systemd-resolved drop-in: the management DNS and the pod-like
+// search domains of the tenant's namespace, so Service names of the namespace resolve.
 func kairosResolved(in *Input) string {
 	if in.Cluster.ManagementDNS == "" {
 		return ""
 	}
-	return "[Resolve]\nDNS=" + in.Cluster.ManagementDNS + "\nDomains=" + strings.Join(searchDomains(in), " ") + "\n"
-}
-
-// serviceNames are the names a Service answers to in the management cluster.
-func serviceNames(s ServiceAddress, domain string) []string {
-	return []string{s.Name, s.Name + "." + s.Namespace, s.Name + "." + s.Namespace + ".svc", s.Name + "." + s.Namespace + ".svc." + domain}
-}
-
-// searchDomains are the pod-like search domains of the pool's namespace.
-func searchDomains(in *Input) []string {
 	d := in.Cluster.ManagementDNSDomain
-	return []string{in.Namespace + ".svc." + d, "svc." + d, d}
+	return "[Resolve]\nDNS=" + in.Cluster.ManagementDNS + "\nDomains=" + in.Namespace + ".svc." + d + " svc." + d + " " + d + "\n"
+}
+
+// serviceNames are the names a Service answers to in the management cluster: name,
+// name.namespace, name.namespace.svc and name.namespace.svc.domain. Each is a prefix of
+// the last, so all four share its memory.
+func serviceNames(s ServiceAddress, domain string) [4]string {
+	full := s.Name + "." + s.Namespace + ".svc." + domain
+	nsEnd := len(s.Name) + 1 + len(s.Namespace)
+	return [4]string{full[:len(s.Name)], full[:nsEnd], full[:nsEnd+len(".svc")], full}
 }

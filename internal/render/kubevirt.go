@@ -90,7 +90,7 @@ func kubevirtMachineTemplate(in *Input) (*capk.KubevirtMachineTemplate, error) {
 	}
 
 	return &capk.KubevirtMachineTemplate{
-		TypeMeta:   metav1.TypeMeta{APIVersion: capk.GroupVersion.String(), Kind: "KubevirtMachineTemplate"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: capkAPIVersion, Kind: "KubevirtMachineTemplate"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace},
 		Spec: capk.KubevirtMachineTemplateSpec{Template: capk.KubevirtMachineTemplateResource{Spec: capk.KubevirtMachineSpec{
 			VirtualMachineTemplate: capk.VirtualMachineTemplateSpec{Spec: vm},
@@ -110,8 +110,7 @@ func systemDiskSource(in *Input) (capk.DataVolumeSource2, error) {
 		if err != nil {
 			return capk.DataVolumeSource2{}, fmt.Errorf("class %q: %w", in.ClassName, err)
 		}
-		url := fmt.Sprintf("https://%s/%s/%s/%s-amd64.raw.xz",
-			in.Factory.DiskImageBase, id, in.Release.Talos.Version, talosPlatform)
+		url := "https://" + in.Factory.DiskImageBase + "/" + id + "/" + in.Release.Talos.Version + "/" + talosPlatform + "-amd64.raw.xz"
 		return capk.DataVolumeSource2{HTTP: &capk.HTTPSource{URL: url}}, nil
 	case v1.OSKairos:
 		ref := in.Release.Kairos.Disk

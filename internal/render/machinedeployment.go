@@ -1,7 +1,7 @@
 package render
 
 import (
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,12 +13,9 @@ import (
 // machineDeployment renders the pool's MachineDeployment. spec.replicas is left out on
 // purpose: Cluster API seeds it from the min-size annotation on create and clamps it into
 // [min, max] afterwards, and cluster-autoscaler owns it from then on.
-func machineDeployment(in *Input, bootstrap, infra clusterv1.ContractVersionedObjectReference) *clusterv1.MachineDeployment {
-	name := MachineDeploymentName(in.Cluster.Name, in.Name)
-	selector := poolSelector(in)
-
-	machineLabels := make(map[string]string, len(selector)+len(in.Spec.Roles)+2)
-	for k, v := range selector {
+func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.ContractVersionedObjectReference) *clusterv1.MachineDeployment {
+	machineLabels := make(map[string]string, len(meta.selector)+len(in.Spec.Roles)+2)
+	for k, v := range meta.selector {
 		machineLabels[k] = v
 	}
 	machineLabels[NodeLabelPool] = LabelValue(in.Name)
@@ -28,16 +25,16 @@ func machineDeployment(in *Input, bootstrap, infra clusterv1.ContractVersionedOb
 	}
 
 	md := &clusterv1.MachineDeployment{
-		TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment"},
+		TypeMeta: metav1.TypeMeta{APIVersion: clusterAPIVersion, Kind: "MachineDeployment"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
+			Name:        meta.name,
 			Namespace:   in.Namespace,
-			Labels:      objectLabels(in),
+			Labels:      meta.labels,
 			Annotations: autoscalerAnnotations(in, machineLabels),
 		},
 		Spec: clusterv1.MachineDeploymentSpec{
 			ClusterName: in.Cluster.Name,
-			Selector:    metav1.LabelSelector{MatchLabels: selector},
+			Selector:    metav1.LabelSelector{MatchLabels: meta.selector},
 			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
 				Type:          clusterv1.RollingUpdateMachineDeploymentStrategyType,
 				RollingUpdate: rollingUpdate(in),
@@ -91,32 +88,90 @@ func rollingUpdate(in *Input) clusterv1.MachineDeploymentRolloutStrategyRollingU
 // NodeLabels are the labels a node of the pool carries: those Cluster API syncs from the
 // Machine plus those the kubelet registers (topology and the tenant's own).
 func NodeLabels(in *Input, machineLabels map[string]string) map[string]string {
-	out := make(map[string]string, len(machineLabels)+len(in.Spec.Labels)+2)
-	for k, v := range machineLabels {
-		if strings.HasPrefix(k, NodeRolePrefix) || k == NodeLabelPool || k == NodeLabelLocation {
-			out[k] = v
-		}
-	}
-	for k, v := range KubeletNodeLabels(in) {
-		out[k] = v
-	}
-	return out
+	return labelMap(nodeLabels(nil, in, machineLabels))
 }
 
 // KubeletNodeLabels are the labels the kubelet registers itself, from the bootstrap
 // config: the tenant's labels and the location's topology.
 func KubeletNodeLabels(in *Input) map[string]string {
-	out := make(map[string]string, len(in.Spec.Labels)+2)
+	return labelMap(kubeletNodeLabels(nil, in))
+}
+
+// nodeLabel is one label of a node. Render only ever lists node labels, sorted by key
+// (in the kubelet flag and in the autoscaler's annotation), so it keeps them in sorted
+// slices, which callers start on a stack array, rather than in maps built to be sorted.
+type nodeLabel struct{ key, value string }
+
+// nodeLabels appends NodeLabels to dst, sorted by key.
+func nodeLabels(dst []nodeLabel, in *Input, machineLabels map[string]string) []nodeLabel {
+	for k, v := range machineLabels {
+		if strings.HasPrefix(k, NodeRolePrefix) || k == NodeLabelPool || k == NodeLabelLocation {
+			dst = append(dst, nodeLabel{k, v})
+		}
+	}
+	var buf [8]nodeLabel
+	for _, l := range kubeletNodeLabels(buf[:0], in) {
+		dst = setNodeLabel(dst, l.key, l.value)
+	}
+	slices.SortFunc(dst, compareNodeLabels)
+	return dst
+}
+
+// kubeletNodeLabels appends KubeletNodeLabels to dst, sorted by key. The topology
+// labels win over a tenant label of the same key.
+func kubeletNodeLabels(dst []nodeLabel, in *Input) []nodeLabel {
 	for k, v := range in.Spec.Labels {
-		out[k] = string(v)
+		dst = append(dst, nodeLabel{k, string(v)})
 	}
 	if in.Location.Region != "" {
-		out[NodeLabelRegion] = in.Location.Region
+		dst = setNodeLabel(dst, NodeLabelRegion, in.Location.Region)
 	}
 	if in.Location.Zone != "" {
-		out[NodeLabelZone] = in.Location.Zone
+		dst = setNodeLabel(dst, NodeLabelZone, in.Location.Zone)
 	}
-	return out
+	slices.SortFunc(dst, compareNodeLabels)
+	return dst
+}
+
+// setNodeLabel sets a label, replacing the value of one with the same key.
+func setNodeLabel(labels []nodeLabel, key, value string) []nodeLabel {
+	for i := range labels {
+		if labels[i].key == key {
+			labels[i].value = value
+			return labels
+		}
+	}
+	return append(labels, nodeLabel{key, value})
+}
+
+func compareNodeLabels(a, b nodeLabel) int { return strings.Compare(a.key, b.key) }
+
+func labelMap(labels []nodeLabel) map[string]string {
+	m := make(map[string]string, len(labels))
+	for _, l := range labels {
+		m[l.key] = l.value
+	}
+	return m
+}
+
+// joinLabels writes sorted labels as the kubelet's --node-labels flag and the autoscaler
+// read them: key=value pairs, comma separated.
+func joinLabels(labels []nodeLabel) string {
+	n := len(labels)
+	for _, l := range labels {
+		n += len(l.key) + len(l.value)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, l := range labels {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(l.key)
+		b.WriteByte('=')
+		b.WriteString(l.value)
+	}
+	return b.String()
 }
 
 // autoscalerAnnotations carry the pool's range and, for scale from zero, what a node of
@@ -131,8 +186,9 @@ func autoscalerAnnotations(in *Input, machineLabels map[string]string) map[strin
 		AnnotationCapacityDisk:    in.Spec.EphemeralStorage.String(),
 		AnnotationCapacityMaxPods: strconv.Itoa(int(Reserve(in.Machine).MaxPods)),
 	}
-	if labels := joinLabels(NodeLabels(in, machineLabels)); labels != "" {
-		a[AnnotationCapacityLabels] = labels
+	var buf [8]nodeLabel
+	if labels := nodeLabels(buf[:0], in, machineLabels); len(labels) > 0 {
+		a[AnnotationCapacityLabels] = joinLabels(labels)
 	}
 	if taints := joinTaints(in); taints != "" {
 		a[AnnotationCapacityTaints] = taints
@@ -149,26 +205,6 @@ func autoscalerAnnotations(in *Input, machineLabels map[string]string) map[strin
 }
 
 func gpuCount(c int32) int32 { return max(c, 1) }
-
-// joinLabels writes labels as the autoscaler reads them: key=value pairs, comma
-// separated, sorted so the annotation is stable.
-func joinLabels(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(m[k])
-	}
-	return b.String()
-}
 
 // joinTaints writes taints as the autoscaler reads them: key=value:Effect, comma separated.
 func joinTaints(in *Input) string {

@@ -12,7 +12,18 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 )
 
-// Output is the desired state of one pool.
+// The apiVersions of the objects render writes, formatted once: GroupVersion.String
+// builds a new string on every call.
+var (
+	clusterAPIVersion = clusterv1.GroupVersion.String()
+	capkAPIVersion    = capk.GroupVersion.String()
+	talosAPIVersion   = talos.GroupVersion.String()
+	kairosAPIVersion  = kairos.GroupVersion.String()
+)
+
+// Output is the desired state of one pool. Its objects are read-only: they share maps
+// (the pool's labels, its selector, the templates' annotations; see poolMetadata), so
+// DeepCopy an object before changing it.
 type Output struct {
 	// Bootstrap is the bootstrap config template: TalosConfigTemplate or KairosConfigTemplate.
 	Bootstrap client.Object
@@ -35,11 +46,12 @@ func Render(in *Input) (*Output, error) {
 	if err := checkInput(in); err != nil {
 		return nil, err
 	}
+	meta := poolMetadata(in)
 	infra, err := kubevirtMachineTemplate(in)
 	if err != nil {
 		return nil, err
 	}
-	if err := nameTemplate(in, infra, infra.Spec); err != nil {
+	if err := nameTemplate(in, meta, infra, &infra.Spec); err != nil {
 		return nil, err
 	}
 
@@ -50,7 +62,7 @@ func Render(in *Input) (*Output, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := nameTemplate(in, t, t.Spec); err != nil {
+		if err := nameTemplate(in, meta, t, &t.Spec); err != nil {
 			return nil, err
 		}
 		bootstrap = t
@@ -59,7 +71,7 @@ func Render(in *Input) (*Output, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := nameTemplate(in, k, k.Spec); err != nil {
+		if err := nameTemplate(in, meta, k, &k.Spec); err != nil {
 			return nil, err
 		}
 		bootstrap = k
@@ -67,25 +79,47 @@ func Render(in *Input) (*Output, error) {
 		return nil, fmt.Errorf("class %q: os %q is not supported by this operator version", in.ClassName, in.Class.OS)
 	}
 
-	md := machineDeployment(in, templateRef(bootstrap), templateRef(infra))
 	return &Output{
 		Bootstrap:          bootstrap,
 		Infrastructure:     infra,
-		MachineDeployment:  md,
-		MachineHealthCheck: machineHealthCheck(in),
+		MachineDeployment:  machineDeployment(in, meta, templateRef(bootstrap), templateRef(infra)),
+		MachineHealthCheck: machineHealthCheck(in, meta),
 	}, nil
 }
 
+// metadata is what several objects of a pool carry alike. The objects share it rather
+// than each getting a copy: maps are the bulk of what a render allocates, and render
+// runs for every pool on every resync. Output documents that its objects are read-only.
+type metadata struct {
+	// name of the MachineDeployment and the MachineHealthCheck.
+	name string
+	// labels of every object.
+	labels map[string]string
+	// selector of the pool's machines, in the MachineDeployment and the MachineHealthCheck.
+	selector map[string]string
+	// templateAnnotations of both templates.
+	templateAnnotations map[string]string
+}
+
+func poolMetadata(in *Input) metadata {
+	return metadata{
+		name:                MachineDeploymentName(in.Cluster.Name, in.Name),
+		labels:              objectLabels(in),
+		selector:            poolSelector(in),
+		templateAnnotations: map[string]string{AnnotationTemplateHashVersion: HashVersion},
+	}
+}
+
 // nameTemplate names a template after its content and labels it as the pool's.
-func nameTemplate(in *Input, obj client.Object, spec any) error {
+func nameTemplate(in *Input, meta metadata, obj client.Object, spec any) error {
 	hash, err := contentHash(spec)
 	if err != nil {
 		return err
 	}
 	obj.SetName(TemplateName(in.Name, hash))
 	obj.SetNamespace(in.Namespace)
-	obj.SetLabels(objectLabels(in))
-	obj.SetAnnotations(map[string]string{AnnotationTemplateHashVersion: HashVersion})
+	obj.SetLabels(meta.labels)
+	obj.SetAnnotations(meta.templateAnnotations)
 	return nil
 }
 

@@ -267,3 +267,13 @@ func BenchmarkRenderTalos(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkRenderKairos(b *testing.B) {
+	in := goldenCases(b)["kairos-default"]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Render(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -214,9 +213,9 @@ func TalosMachineConfig(in *Input) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pool %s/%s: Talos machine config: %w", in.Namespace, in.Name, err)
 	}
-	// A constant-size buffer stays on the stack (the string copies it out); a pool's
-	// document is 3-4 KiB, and a bigger one just grows the buffer.
-	return string(cfg.appendYAML(make([]byte, 0, 8192))), nil
+	buf := getScratch()
+	defer putScratch(buf)
+	return string(cfg.appendYAML((*buf)[:0])), nil
 }
 
 // TalosConfigTemplate renders the pool's TalosConfigTemplate: CABPT with generateType
@@ -230,7 +229,7 @@ func TalosConfigTemplate(in *Input, name string) (*talos.TalosConfigTemplate, er
 		return nil, err
 	}
 	return &talos.TalosConfigTemplate{
-		TypeMeta:   metav1.TypeMeta{APIVersion: talos.GroupVersion.String(), Kind: "TalosConfigTemplate"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: talosAPIVersion, Kind: "TalosConfigTemplate"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.Namespace},
 		Spec: talos.TalosConfigTemplateSpec{Template: talos.TalosConfigTemplateResource{Spec: talos.TalosConfigSpec{
 			GenerateType: talos.GenerateTypeNone,
@@ -241,14 +240,14 @@ func TalosConfigTemplate(in *Input, name string) (*talos.TalosConfigTemplate, er
 }
 
 // talosMachineConfig builds the document, collecting every problem of the Input.
-func talosMachineConfig(in *Input) (*talosConfig, error) {
+func talosMachineConfig(in *Input) (talosConfig, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	s := in.TalosSecrets
 	if s == nil {
 		// Nothing else can be rendered meaningfully without them.
-		return nil, fmt.Errorf("the cluster's Talos secrets are missing (Secret %s-talos)", in.Cluster.Name)
+		return talosConfig{}, fmt.Errorf("the cluster's Talos secrets are missing (Secret %s-talos)", in.Cluster.Name)
 	}
 	if s.MachineToken == "" {
 		bad("Talos secrets: the machine token is empty")
@@ -289,10 +288,10 @@ func talosMachineConfig(in *Input) (*talosConfig, error) {
 	sysctls := talosSysctlSection(in, bad)
 
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return talosConfig{}, errors.Join(errs...)
 	}
 
-	return &talosConfig{
+	return talosConfig{
 		Version: "v1alpha1",
 		Machine: talosMachine{
 			Type:    "worker",
@@ -354,29 +353,17 @@ func talosKubeletSection(in *Input) (talosKubelet, []error) {
 		k.ClusterDNS = []string{in.Cluster.TenantDNS}
 	}
 
-	// Keys are walked sorted: the flag is the same whatever the map order, and so are
+	// Labels are walked sorted: the flag is the same whatever the map order, and so are
 	// the errors, which end up in status conditions.
-	if labels := KubeletNodeLabels(in); len(labels) > 0 {
-		keys := slices.Sorted(maps.Keys(labels))
-		var flag strings.Builder
-		n := len(keys)
-		for _, key := range keys {
-			n += len(key) + len(labels[key])
-		}
-		flag.Grow(n)
-		for i, key := range keys {
-			if _, tenant := in.Spec.Labels[key]; tenant && reservedLabelDomain(key) {
-				errs = append(errs, fmt.Errorf("node label key %q is in a reserved domain (kubernetes.io, k8s.io, nodegroup.io)", key))
+	var buf [8]nodeLabel
+	if labels := kubeletNodeLabels(buf[:0], in); len(labels) > 0 {
+		for _, l := range labels {
+			if _, tenant := in.Spec.Labels[l.key]; tenant && reservedLabelDomain(l.key) {
+				errs = append(errs, fmt.Errorf("node label key %q is in a reserved domain (kubernetes.io, k8s.io, nodegroup.io)", l.key))
 			}
-			errs = append(errs, checkNodeLabel(key, labels[key])...)
-			if i > 0 {
-				flag.WriteByte(',')
-			}
-			flag.WriteString(key)
-			flag.WriteByte('=')
-			flag.WriteString(labels[key])
+			errs = append(errs, checkNodeLabel(l.key, l.value)...)
 		}
-		k.ExtraArgs = &talosKubeletArgs{NodeLabels: flag.String()}
+		k.ExtraArgs = &talosKubeletArgs{NodeLabels: joinLabels(labels)}
 	}
 
 	if n := len(in.Spec.Taints); n > 0 {
@@ -437,6 +424,8 @@ func talosNetworkSection(in *Input, bad func(string, ...any)) *talosNetwork {
 	}
 
 	api := c.APIServer
+	d := c.ManagementDNSDomain
+	names := serviceNames(api, d)
 	if api.ClusterIP != "" {
 		if _, err := netip.ParseAddr(api.ClusterIP); err != nil {
 			bad("the API server Service ClusterIP %q is not an IP address", api.ClusterIP)
@@ -444,18 +433,21 @@ func talosNetworkSection(in *Input, bad func(string, ...any)) *talosNetwork {
 		if !isDNS1123Label(api.Name) || !isDNS1123Label(api.Namespace) {
 			bad("the API server Service %q in namespace %q: names must be DNS labels", api.Name, api.Namespace)
 		}
-		svcNS := api.Name + "." + api.Namespace
-		aliases := []string{api.Name, svcNS, svcNS + ".svc"}
-		if d := c.ManagementDNSDomain; d != "" {
-			aliases = append(aliases, svcNS+".svc."+d)
+		aliases := names[:3]
+		if d != "" {
+			aliases = names[:]
 		}
 		n.ExtraHostEntries = []talosHostEntry{{IP: api.ClusterIP, Aliases: aliases}}
 	}
-	if d := c.ManagementDNSDomain; d != "" {
+	if d != "" {
+		// The pod-like search domains of the Service's namespace: namespace.svc.domain,
+		// svc.domain and domain, the tails of its full name.
+		full := names[3]
+		svcDomain := full[len(full)-len(d)-len("svc."):]
 		if api.Namespace != "" {
-			n.SearchDomains = []string{api.Namespace + ".svc." + d, "svc." + d, d}
+			n.SearchDomains = []string{full[len(api.Name)+1:], svcDomain, d}
 		} else {
-			n.SearchDomains = []string{"svc." + d, d}
+			n.SearchDomains = []string{svcDomain, d}
 		}
 	}
 
@@ -637,11 +629,14 @@ func checkAddress(bad func(string, ...any), what, s string) {
 	}
 }
 
+// validHost: an IP address or a DNS name. The name is checked first: a control-plane
+// host is usually one, and a failed ParseAddr allocates its error.
 func validHost(h string) bool {
-	if _, err := netip.ParseAddr(h); err == nil {
+	if isDNS1123Subdomain(h) {
 		return true
 	}
-	return isDNS1123Subdomain(h)
+	_, err := netip.ParseAddr(h)
+	return err == nil
 }
 
 // Name checks, written out rather than through apimachinery's regular expressions, which
@@ -913,6 +908,15 @@ func appendYAMLScalar(b []byte, s string) []byte {
 	const hex = "0123456789ABCDEF"
 	b = append(b, '"')
 	for i := 0; i < len(s); {
+		// Copy a run of printable ASCII other than '"' and '\\' at once.
+		j := i
+		for j < len(s) && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '"' && s[j] != '\\' {
+			j++
+		}
+		b = append(b, s[i:j]...)
+		if i = j; i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
@@ -924,10 +928,8 @@ func appendYAMLScalar(b []byte, s string) []byte {
 				b = append(b, '\\', 't')
 			case c == '\r':
 				b = append(b, '\\', 'r')
-			case c < 0x20 || c == 0x7f:
+			default: // the other control characters and DEL
 				b = append(b, '\\', 'x', hex[c>>4], hex[c&0xf])
-			default:
-				b = append(b, c)
 			}
 			i++
 			continue
@@ -972,24 +974,17 @@ func yamlPrintable(r rune) bool {
 // one of the words YAML 1.1 reads as a boolean or null. Anything else is quoted, which
 // costs only readability.
 func yamlPlainSafe(s string) bool {
-	if s == "" {
+	if s == "" || yamlPlainClass[s[0]] != yamlPlainLetter && s[0] != '/' || s[len(s)-1] == ':' {
 		return false
 	}
-	if c := s[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '/') || s[len(s)-1] == ':' {
-		return false
-	}
-	letters := true
+	var seen uint8
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-		case c >= '0' && c <= '9', c == '.', c == '_', c == '/', c == ':', c == '=', c == ',', c == '+', c == '@', c == '-':
-			letters = false
-		default:
-			return false
-		}
+		seen |= yamlPlainClass[s[i]]
 	}
-	if letters && len(s) <= 5 {
+	if seen&yamlPlainNever != 0 {
+		return false
+	}
+	if seen == yamlPlainLetter && len(s) <= 5 {
 		switch strings.ToLower(s) {
 		case "y", "n", "yes", "no", "on", "off", "true", "false", "null":
 			return false
@@ -997,3 +992,24 @@ func yamlPlainSafe(s string) bool {
 	}
 	return true
 }
+
+// yamlPlainClass sorts bytes for yamlPlainSafe, which runs for every key and value of
+// every document: letters, the other bytes a plain scalar may hold, and the rest.
+var yamlPlainClass = func() (t [256]uint8) {
+	for c := range t {
+		t[c] = yamlPlainNever
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = yamlPlainLetter, yamlPlainLetter
+	}
+	for _, c := range "0123456789._/:=,+@-" {
+		t[c] = yamlPlainOther
+	}
+	return t
+}()
+
+const (
+	yamlPlainLetter = 1 << iota
+	yamlPlainOther
+	yamlPlainNever
+)
