@@ -183,6 +183,22 @@ func TestFixedAndAutoscaledSizes(t *testing.T) {
 		_, _, err = poolRunning(ctx, fixed, 3)
 		return err
 	})
+	// A fixed pool resized ends at its new size; a minimum raised above the autoscaler's
+	// count lifts it.
+	if err := update(t, fixed, func(ng *v1.NodeGroup) { ng.Spec.MinReplicas, ng.Spec.MaxReplicas = 2, 2 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := update(t, auto, func(ng *v1.NodeGroup) { ng.Spec.MinReplicas = 4 }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, long, "fixed pool resized to exactly 2", func(ctx context.Context) error {
+		_, _, err := poolRunning(ctx, fixed, 2)
+		return err
+	})
+	eventually(t, long, "autoscaled pool lifted to its new minimum 4", func(ctx context.Context) error {
+		_, _, err := poolRunning(ctx, auto, 4)
+		return err
+	})
 }
 
 // Changing a pool's machine size rolls it through new templates; once no MachineSet uses

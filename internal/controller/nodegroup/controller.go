@@ -297,6 +297,11 @@ func (r *Reconciler) observe(ctx context.Context, ng *v1.NodeGroup, name string)
 	ng.Status.Replicas = deref(md.Status.Replicas)
 	ng.Status.ReadyReplicas = deref(md.Status.ReadyReplicas)
 	desired := deref(md.Spec.Replicas)
+	if n, scaled, err := r.clampReplicas(ctx, ng, md); err != nil {
+		return err
+	} else if scaled {
+		desired = n
+	}
 	switch {
 	case ng.Status.ReadyReplicas >= desired && ng.Status.Replicas == desired:
 		setCondition(ng, v1.ConditionReady, metav1.ConditionTrue, ReasonMachinesReady,
