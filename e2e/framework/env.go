@@ -60,7 +60,6 @@ type Env struct {
 	operatorCfg string
 	opWebhook   int
 	capiPort    int
-	stopSim     func()
 	// inProcessLog receives controller-runtime's log of this process.
 	inProcessLog *os.File
 }
@@ -111,9 +110,6 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 
 // Stop stops every process and the control plane.
 func (e *Env) Stop() {
-	if e.stopSim != nil {
-		e.stopSim()
-	}
 	if e.operator != nil {
 		e.operator.Stop(10 * time.Second)
 	}

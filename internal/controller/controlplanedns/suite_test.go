@@ -1,14 +1,10 @@
 package controlplanedns_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
@@ -26,34 +22,11 @@ var (
 func TestMain(m *testing.M) {
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		ctx, cancel := context.WithCancel(context.Background())
-		e.BeforeStop(cancel)
-		return startManager(ctx)
+		return e.RunManager(ctrl.Options{Scheme: scheme.New(), NewClient: writes.NewClient}, func(mgr ctrl.Manager) error {
+			reconciler = &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+			return reconciler.Register(mgr)
+		})
 	})
-}
-
-func startManager(ctx context.Context) error {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:    scheme.New(),
-		Metrics:   metricsserver.Options{BindAddress: "0"},
-		NewClient: writes.NewClient,
-	})
-	if err != nil {
-		return err
-	}
-	reconciler = &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
-	if err := reconciler.Register(mgr); err != nil {
-		return err
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager stopped:", err)
-		}
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return fmt.Errorf("cache did not sync")
-	}
-	return nil
 }
 
 // reconciles is how many reconciles the controller finished (any result), from

@@ -1,14 +1,10 @@
 package nodegroup_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
@@ -27,39 +23,16 @@ var (
 func TestMain(m *testing.M) {
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		ctx, cancel := context.WithCancel(context.Background())
-		e.BeforeStop(cancel)
-		return startManager(ctx)
+		opts := ctrl.Options{Scheme: scheme.New(), Cache: nodegroup.CacheOptions(), NewClient: writes.NewClient}
+		return e.RunManager(opts, func(mgr ctrl.Manager) error {
+			reconciler = &nodegroup.Reconciler{
+				Client:              mgr.GetClient(),
+				APIReader:           mgr.GetAPIReader(),
+				Catalog:             catalog.Default(),
+				ManagementDNS:       types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"},
+				ManagementDNSDomain: "cluster.local",
+			}
+			return reconciler.Register(mgr, 2)
+		})
 	})
-}
-
-func startManager(ctx context.Context) error {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:    scheme.New(),
-		Metrics:   metricsserver.Options{BindAddress: "0"},
-		Cache:     nodegroup.CacheOptions(),
-		NewClient: writes.NewClient,
-	})
-	if err != nil {
-		return err
-	}
-	reconciler = &nodegroup.Reconciler{
-		Client:              mgr.GetClient(),
-		APIReader:           mgr.GetAPIReader(),
-		Catalog:             catalog.Default(),
-		ManagementDNS:       types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"},
-		ManagementDNSDomain: "cluster.local",
-	}
-	if err := reconciler.Register(mgr, 2); err != nil {
-		return err
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager stopped:", err)
-		}
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return fmt.Errorf("cache did not sync")
-	}
-	return nil
 }
