@@ -78,6 +78,25 @@ func newPool(ns, name string, minReplicas, maxReplicas int32) *v1.NodeGroup {
 	}
 }
 
+// startPool creates the pool and waits until it runs want machines with Ready Nodes.
+func startPool(t *testing.T, ng *v1.NodeGroup, want int) ([]clusterv1.Machine, []corev1.Node) {
+	t.Helper()
+	create(t, ng)
+	return waitRunning(t, "pool "+ng.Name+" running", ng, want)
+}
+
+// waitRunning waits until the pool runs exactly want machines with Ready Nodes.
+func waitRunning(t *testing.T, what string, ng *v1.NodeGroup, want int) ([]clusterv1.Machine, []corev1.Node) {
+	t.Helper()
+	var ms []clusterv1.Machine
+	var nodes []corev1.Node
+	eventually(t, long, what, func(ctx context.Context) (err error) {
+		ms, nodes, err = poolRunning(ctx, ng, want)
+		return err
+	})
+	return ms, nodes
+}
+
 func create(t *testing.T, obj client.Object) {
 	t.Helper()
 	if err := env.Client.Create(context.Background(), obj); err != nil {

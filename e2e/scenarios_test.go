@@ -127,14 +127,8 @@ func TestFixedAndAutoscaledSizes(t *testing.T) {
 	create(t, fixed)
 	create(t, auto)
 
-	eventually(t, long, "fixed pool at 3", func(ctx context.Context) error {
-		_, _, err := poolRunning(ctx, fixed, 3)
-		return err
-	})
-	eventually(t, long, "autoscaled pool at its minimum", func(ctx context.Context) error {
-		_, _, err := poolRunning(ctx, auto, 1)
-		return err
-	})
+	waitRunning(t, "fixed pool at 3", fixed, 3)
+	waitRunning(t, "autoscaled pool at its minimum", auto, 1)
 
 	// The autoscaler scales through the MachineDeployment's scale subresource.
 	ctx := context.Background()
@@ -146,10 +140,7 @@ func TestFixedAndAutoscaledSizes(t *testing.T) {
 	if err := env.Client.SubResource("scale").Update(ctx, md, client.WithSubResourceBody(scale), client.FieldOwner("cluster-autoscaler")); err != nil {
 		t.Fatalf("scaling %s to 3: %v", md.Name, err)
 	}
-	eventually(t, long, "autoscaled pool at 3", func(ctx context.Context) error {
-		_, _, err := poolRunning(ctx, auto, 3)
-		return err
-	})
+	waitRunning(t, "autoscaled pool at 3", auto, 3)
 	// A spec change makes the operator apply the MachineDeployment again; the replicas
 	// the autoscaler set must stay.
 	if err := update(t, auto, func(ng *v1.NodeGroup) { ng.Spec.MaxReplicas = 5 }); err != nil {
@@ -191,14 +182,8 @@ func TestFixedAndAutoscaledSizes(t *testing.T) {
 	if err := update(t, auto, func(ng *v1.NodeGroup) { ng.Spec.MinReplicas = 4 }); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, long, "fixed pool resized to exactly 2", func(ctx context.Context) error {
-		_, _, err := poolRunning(ctx, fixed, 2)
-		return err
-	})
-	eventually(t, long, "autoscaled pool lifted to its new minimum 4", func(ctx context.Context) error {
-		_, _, err := poolRunning(ctx, auto, 4)
-		return err
-	})
+	waitRunning(t, "fixed pool resized to exactly 2", fixed, 2)
+	waitRunning(t, "autoscaled pool lifted to its new minimum 4", auto, 4)
 }
 
 // Changing a pool's machine size rolls it through new templates; once no MachineSet uses
@@ -208,12 +193,7 @@ func TestResizeRollsThroughNewTemplates(t *testing.T) {
 	ns := "e2e-roll"
 	newTenant(t, ns)
 	ng := newPool(ns, "roll", 2, 2)
-	create(t, ng)
-	var before []clusterv1.Machine
-	eventually(t, long, "pool running", func(ctx context.Context) (err error) {
-		before, _, err = poolRunning(ctx, ng, 2)
-		return err
-	})
+	before, _ := startPool(t, ng, 2)
 	ctx := context.Background()
 	oldInfra, err := templates(ctx, ns, ng.Name, infraAPIVersion, infraKind)
 	if err != nil || len(oldInfra) != 1 {
@@ -269,12 +249,7 @@ func TestOSSwitchRefusedWhileRunning(t *testing.T) {
 	ns := "e2e-switch"
 	newTenant(t, ns)
 	ng := newPool(ns, "switch", 1, 1)
-	create(t, ng)
-	var running []clusterv1.Machine
-	eventually(t, long, "pool running", func(ctx context.Context) (err error) {
-		running, _, err = poolRunning(ctx, ng, 1)
-		return err
-	})
+	running, _ := startPool(t, ng, 1)
 	ctx := context.Background()
 	mdBefore, err := machineDeployment(ctx, ng)
 	if err != nil {
@@ -501,11 +476,7 @@ func TestOperatorRestartMidRollout(t *testing.T) {
 	newTenant(t, ns)
 	ng := newPool(ns, "restart", 2, 2)
 	ng.Spec.Rollout = &v1.Rollout{MaxSurge: ptrTo(intstr.FromInt32(1)), MaxUnavailable: ptrTo(intstr.FromInt32(0))}
-	create(t, ng)
-	eventually(t, long, "pool running", func(ctx context.Context) error {
-		_, _, err := poolRunning(ctx, ng, 2)
-		return err
-	})
+	startPool(t, ng, 2)
 	ctx := context.Background()
 	mdBefore, err := machineDeployment(ctx, ng)
 	if err != nil {
