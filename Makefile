@@ -60,6 +60,15 @@ e2e: ## End-to-end suites (Go, then bats): the real Cluster API manager turns po
 demo: ## A local control plane, the operator, the example pools and what it made of them.
 	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/demo $(DEMO_ARGS)
 
+.PHONY: bench
+bench: ## Render micro-benchmarks and the scale benchmark at 1,000 pools (SCALE_ARGS=); results in results/.
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/render/
+	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/scale -namespaces 200 -pools 5 -steady 1m -resyncs 3 $(SCALE_ARGS)
+
+.PHONY: bench-full
+bench-full: ## The scale benchmark at 5,000 pools with a 5-minute steady state (SCALE_ARGS=); results in results/.
+	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/scale -namespaces 1000 -pools 5 $(SCALE_ARGS)
+
 .PHONY: images
 images: ## The worker disk pipeline (MINOR=, ARCH=, PUSH=): every step this machine can run.
 	@MINOR=$(MINOR) ARCH=$(ARCH) PUSH=$(PUSH) hack/images.sh

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,8 @@ import (
 func main() {
 	var (
 		metricsAddr, probeAddr   string
+		pprofAddr                string
+		syncPeriod               time.Duration
 		leaderElect              bool
 		leaderElectionNamespace  string
 		dnsNamespace, dnsService string
@@ -49,12 +53,14 @@ func main() {
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "address of the Go profiling endpoints, /debug/pprof/ (empty: off)")
+	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "how often every watched object is delivered again, so every pool is reconciled without a change")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader, so only one replica reconciles at a time")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	flag.StringVar(&dnsNamespace, "management-dns-namespace", "kube-system", "namespace of the management cluster's DNS Service")
 	flag.StringVar(&dnsService, "management-dns-service", "kube-dns", "name of the management cluster's DNS Service, the workers' nameserver (empty: none)")
 	flag.StringVar(&dnsDomain, "management-dns-domain", "cluster.local", "DNS domain of the management cluster")
-	flag.IntVar(&concurrency, "concurrency", 4, "pools reconciled in parallel")
+	flag.IntVar(&concurrency, "concurrency", nodegroup.DefaultConcurrency(), "pools reconciled in parallel")
 	flag.BoolVar(&webhookEnabled, "enable-webhook", true, "serve the validating admission webhook")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "port of the admission webhook")
 	flag.StringVar(&webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), "folder of the webhook's tls.crt and tls.key")
@@ -69,15 +75,23 @@ func main() {
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+	tuneMemory()
 
+	cacheOptions := nodegroup.CacheOptions()
+	cacheOptions.SyncPeriod = &syncPeriod
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme.New(),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "nodegroup-operator.nodegroup.io",
 		LeaderElectionNamespace: leaderElectionNamespace,
-		Cache:                   nodegroup.CacheOptions(),
+		// The process exits as soon as the manager stops, so the lease can be given up
+		// then: a restarted or rolled operator takes over at once instead of waiting
+		// for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOptions,
 		// Secrets and webhook configurations are read one by one, by name: an informer
 		// would hold every Secret of the management cluster in memory.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
@@ -145,5 +159,33 @@ func main() {
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "running the manager")
 		os.Exit(1)
+	}
+}
+
+// tuneMemory sets how the Go runtime collects, unless GOGC or GOMEMLIMIT say otherwise.
+// The operator's memory is mostly its informer caches, which live as long as it does,
+// while what a reconcile allocates dies with it: Go's default lets the heap grow to
+// twice the caches before a collection, so half the heap would be headroom. It
+// collects at 1.25 times instead; the collections this adds come with bursts of
+// reconciles, which wait on the API server anyway (hack/scale measures both). Within
+// a container memory limit it also collects harder as the limit nears, at 90% of it,
+// rather than be killed.
+func tuneMemory() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(25)
+	}
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	for _, file := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err == nil && limit > 0 && limit < 1<<50 { // "max", or cgroup v1's "no limit"
+			debug.SetMemoryLimit(limit / 10 * 9)
+		}
+		return
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -63,10 +64,8 @@ func run(keep bool, start time.Time) error {
 
 	step("building the operator")
 	bin := filepath.Join(work, "nodegroup-operator")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/nodegroup-operator")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building the operator: %w", err)
+	if err := localrun.BuildOperator(root, bin); err != nil {
+		return err
 	}
 
 	step("starting etcd and kube-apiserver with the CRDs")
@@ -90,11 +89,11 @@ func run(keep bool, start time.Time) error {
 	}
 
 	step("installing the chart (RBAC, built-in classes and location) with the Helm SDK")
-	if err := installChart(ctx, env.Client, root); err != nil {
+	if err := localrun.InstallChart(ctx, env.Client, root); err != nil {
 		return err
 	}
 	operatorKubeconfig := filepath.Join(work, "operator.kubeconfig")
-	if err := serviceAccountKubeconfig(ctx, env.Config, operatorKubeconfig); err != nil {
+	if err := localrun.ServiceAccountKubeconfig(ctx, env.Config, operatorKubeconfig, time.Hour); err != nil {
 		return err
 	}
 
@@ -103,7 +102,7 @@ func run(keep bool, start time.Time) error {
 	if err != nil {
 		return err
 	}
-	op := exec.Command(bin, "--kubeconfig", operatorKubeconfig, "--leader-elect=true", "--leader-election-namespace", releaseNamespace,
+	op := exec.Command(bin, "--kubeconfig", operatorKubeconfig, "--leader-elect=true", "--leader-election-namespace", localrun.ReleaseNamespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
 		// The demo's API server cannot call back into a local process by Service name;
 		// the webhook is covered by the integration tests.

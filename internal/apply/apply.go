@@ -17,13 +17,37 @@
 // Every object gets the managed-by label and a controller owner reference to its
 // NodeGroup. An object of the desired name that lacks the label, or that another object
 // controls, is never adopted or overwritten: Apply returns an error instead.
+//
+// A mutable object carries AnnotationApplied: the digest of the body last applied to it
+// and the generation that apply left it at. An Applier made with NewCached also reads an
+// informer cache, so that a resync, and the first reconcile after a restart, send no
+// request at all, not even a read or a dry run:
+//
+//   - a template the cache holds is not read again;
+//   - a mutable object is left alone when the cache shows it exactly as the last write
+//     or dry run of this process left it (same UID, generation, labels, annotations,
+//     owners) and the desired body is the one sent then: any change by someone else to
+//     the spec bumps the generation, and to the metadata changes the metadata;
+//   - otherwise it is left alone when its annotation names the desired body's digest
+//     and its current generation (so the last apply sent this body, and nobody changed
+//     the spec since) and its labels, annotations and owners hold ours: an apply would
+//     change nothing. Only metadata is compared, so the cache may keep just that.
+//
+// Anything else goes the uncached way, with live reads and a dry run; a dry run that
+// differs from the live object only in the generation of AnnotationApplied (someone
+// scaled the MachineDeployment) is no reason to write.
 package apply
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -43,6 +67,11 @@ import (
 
 // FieldManager is the one field manager every write of the operator uses.
 const FieldManager = "nodegroup-operator"
+
+// AnnotationApplied is set on every mutable object the operator applies:
+// "<digest>/<generation>", the SHA-256 (first 128 bits, hex) of the applied body without
+// this annotation, and the metadata.generation the apply leaves the object at.
+const AnnotationApplied = "nodegroup.io/applied"
 
 // Result says what Apply did to one object.
 type Result int
@@ -111,9 +140,27 @@ type Stats struct {
 type Applier struct {
 	client client.Client
 	reader client.Reader
+	cached client.Reader
 
 	mu    sync.Mutex
 	stats Stats
+	// settled remembers, per mutable object, its state after the last write or the last
+	// dry run that showed no change, and the desired body's digest then.
+	settled map[string]settledState
+}
+
+// settledState is an object as a write or dry run left it, and the digests of the body
+// and of its spec that left it so.
+type settledState struct {
+	live         liveState
+	digest, spec [sha256.Size]byte
+}
+
+// liveState is what any change of a live object's spec or metadata changes.
+type liveState struct {
+	uid        types.UID
+	generation int64
+	meta       [sha256.Size]byte
 }
 
 // New returns an Applier that writes with c and reads live objects with reader.
@@ -128,7 +175,19 @@ func New(c client.Client, reader client.Reader) *Applier {
 	if reader == nil {
 		reader = c
 	}
-	return &Applier{client: c, reader: reader}
+	return &Applier{client: c, reader: reader, settled: map[string]settledState{}}
+}
+
+// NewCached is New with cached, an informer cache (a manager's GetCache()) that holds
+// the mutable kinds as typed objects and the template kinds at least as metadata, each
+// filtered to the managed-by label at most. See the package comment: reads of objects
+// the cache holds go to it, and an object left as the last apply left it is not sent
+// again. Superseded templates are looked for in the cache first, and only a candidate
+// is checked live before it is deleted.
+func NewCached(c client.Client, reader, cached client.Reader) *Applier {
+	a := New(c, reader)
+	a.cached = cached
+	return a
 }
 
 // Stats returns what the Applier sent so far.
@@ -149,11 +208,16 @@ type Option func(*options)
 
 type options struct {
 	immutable bool
+	into      *unstructured.Unstructured
 }
 
 // Immutable treats the object as a content-named template even without
 // render.AnnotationTemplateHashVersion: created when missing, never written otherwise.
 func Immutable() Option { return func(o *options) { o.immutable = true } }
+
+// ServerCopy receives the object as the API server returned it when Apply wrote it
+// (Created or Updated); it is left alone otherwise.
+func ServerCopy(into *unstructured.Unstructured) Option { return func(o *options) { o.into = into } }
 
 // Apply makes the server hold obj, owned by owner. obj is not modified; its TypeMeta
 // must name its kind (render sets it). See the package comment for the two rules.
@@ -162,20 +226,79 @@ func (a *Applier) Apply(ctx context.Context, owner Owner, obj client.Object, opt
 	for _, opt := range opts {
 		opt(&o)
 	}
-	desired, err := desiredObject(owner, obj)
+	immutable := o.immutable || isTemplate(obj)
+	desired, sum, err := desiredObject(owner, obj)
 	if err != nil {
 		return Unchanged, err
 	}
-	if _, ok := desired.GetAnnotations()[render.AnnotationTemplateHashVersion]; ok || o.immutable {
-		return a.ensureTemplate(ctx, owner, desired)
+	var (
+		result Result
+		sent   *unstructured.Unstructured
+	)
+	if immutable {
+		result, sent, err = a.ensureTemplate(ctx, owner, desired)
+	} else {
+		result, sent, err = a.apply(ctx, owner, desired, sum)
 	}
-	return a.apply(ctx, owner, desired)
+	if err == nil && sent != nil && o.into != nil {
+		*o.into = *sent
+	}
+	return result, err
 }
 
-// desiredObject is obj as the unstructured apply configuration we send: only what render
-// set, plus our label and owner reference. The typed-to-unstructured conversion would
-// otherwise send `creationTimestamp: null` and an empty status, and claim them.
-func desiredObject(owner Owner, obj client.Object) (*unstructured.Unstructured, error) {
+// Desired is the body Apply sends for obj owned by owner: obj without server-set
+// metadata and status, with the managed-by label and the owner's controller reference.
+// Benchmarks use it to send exactly the operator's objects with another client.
+// A mutable object carries AnnotationApplied as its create leaves it.
+func Desired(owner Owner, obj client.Object) (*unstructured.Unstructured, error) {
+	u, sum, err := desiredObject(owner, obj)
+	if err != nil || isTemplate(obj) {
+		return u, err
+	}
+	return stamped(u, sum, 1), nil
+}
+
+// isTemplate: render named obj after its content.
+func isTemplate(obj client.Object) bool {
+	_, ok := obj.GetAnnotations()[render.AnnotationTemplateHashVersion]
+	return ok
+}
+
+// desiredObject is obj as the unstructured apply configuration we send, without
+// AnnotationApplied (see stamped), and the digest of that body. Only what render set
+// goes in, plus our label and owner reference: the typed-to-unstructured conversion
+// would otherwise send `creationTimestamp: null` and an empty status, and claim them.
+func desiredObject(owner Owner, obj client.Object) (*unstructured.Unstructured, [sha256.Size]byte, error) {
+	u, err := desiredBody(owner, obj)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	if annotations := u.GetAnnotations(); annotations != nil {
+		delete(annotations, AnnotationApplied)
+		u.SetAnnotations(annotations)
+	}
+	sum, err := digest(u.Object)
+	return u, sum, err
+}
+
+// stamped is a copy of desired with AnnotationApplied for its digest sum and the
+// generation the apply is to leave the object at.
+func stamped(desired *unstructured.Unstructured, sum [sha256.Size]byte, generation int64) *unstructured.Unstructured {
+	u := desired.DeepCopy()
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationApplied] = stamp(sum, generation)
+	u.SetAnnotations(annotations)
+	return u
+}
+
+func stamp(sum [sha256.Size]byte, generation int64) string {
+	return hex.EncodeToString(sum[:16]) + "/" + strconv.FormatInt(generation, 10)
+}
+
+func desiredBody(owner Owner, obj client.Object) (*unstructured.Unstructured, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" || gvk.Version == "" {
 		return nil, fmt.Errorf("apply %T %s/%s: apiVersion and kind are not set", obj, obj.GetNamespace(), obj.GetName())
@@ -245,35 +368,187 @@ func isMachineDeployment(gvk schema.GroupVersionKind) bool {
 }
 
 // apply is the rule for mutable objects: create by apply when missing; otherwise a dry
-// run, and a real apply only when the dry run differs from the live object.
-func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.Unstructured) (Result, error) {
+// run, and a real apply only when the dry run differs from the live object. With a
+// cache, an object the cache shows as the last write or dry run left it is skipped, and
+// one that only our desired body changed since is applied without a dry run. It returns
+// the server's copy when it wrote.
+func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.Unstructured, sum [sha256.Size]byte) (Result, *unstructured.Unstructured, error) {
 	what := describe(desired)
-	live, err := a.get(ctx, desired)
+	key := settledKey(desired)
+	spec, err := digest(desired.Object["spec"])
 	if err != nil {
-		return Unchanged, fmt.Errorf("apply %s: reading the live object: %w", what, err)
+		return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 	}
-	if live == nil {
-		if err := a.patch(ctx, desired.DeepCopy(), false); err != nil {
-			return Unchanged, fmt.Errorf("apply %s: %w", what, err)
+	if cur, ok := a.cachedObject(ctx, desired); ok && cur != nil {
+		if err := checkOurs(cur, owner); err != nil {
+			return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 		}
-		return Created, nil
-	}
-	if err := checkOurs(live, owner); err != nil {
-		return Unchanged, fmt.Errorf("apply %s: %w", what, err)
+		state, err := liveStateOf(cur)
+		if err != nil {
+			return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
+		}
+		switch last, ok := a.lastSettled(key); {
+		case ok && last.live == state && last.digest == sum:
+			a.count(func(s *Stats) { s.Skipped++ })
+			return Unchanged, nil, nil
+		case ok && last.live == state:
+			// Only our desired body changed since our last write: a dry run would only
+			// say what we know, and a changed spec is one more generation.
+			generation := cur.GetGeneration()
+			if spec != last.spec {
+				generation++
+			}
+			sent := stamped(desired, sum, generation)
+			if err := a.patch(ctx, sent, false); err != nil {
+				return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
+			}
+			return Updated, sent, a.settle(key, sent, sum, spec)
+		case appliedAs(cur, desired, sum):
+			a.count(func(s *Stats) { s.Skipped++ })
+			return Unchanged, nil, a.settle(key, cur, sum, spec)
+		}
 	}
 
-	dry := desired.DeepCopy()
+	live, err := a.get(ctx, desired)
+	if err != nil {
+		return Unchanged, nil, fmt.Errorf("apply %s: reading the live object: %w", what, err)
+	}
+	if live == nil {
+		sent := stamped(desired, sum, 1)
+		if err := a.patch(ctx, sent, false); err != nil {
+			return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
+		}
+		return Created, sent, a.settle(key, sent, sum, spec)
+	}
+	if err := checkOurs(live, owner); err != nil {
+		return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
+	}
+
+	dry := stamped(desired, sum, live.GetGeneration())
 	if err := a.patch(ctx, dry, true); err != nil {
-		return Unchanged, fmt.Errorf("apply %s (dry run): %w", what, err)
+		return Unchanged, nil, fmt.Errorf("apply %s (dry run): %w", what, err)
 	}
 	if sameObject(dry, live) {
 		a.count(func(s *Stats) { s.Skipped++ })
-		return Unchanged, nil
+		return Unchanged, nil, a.settle(key, live, sum, spec)
 	}
-	if err := a.patch(ctx, desired.DeepCopy(), false); err != nil {
-		return Unchanged, fmt.Errorf("apply %s: %w", what, err)
+	sent := stamped(desired, sum, dry.GetGeneration())
+	if err := a.patch(ctx, sent, false); err != nil {
+		return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 	}
-	return Updated, nil
+	return Updated, sent, a.settle(key, sent, sum, spec)
+}
+
+// cachedObject reads desired's live object from the cache as a typed object; ok is
+// false when there is no cache or it cannot answer (a kind the scheme does not know),
+// and the object is nil when the cache does not hold it (it may still exist: an
+// object without our label is not cached, and the cache may lag).
+func (a *Applier) cachedObject(ctx context.Context, desired *unstructured.Unstructured) (client.Object, bool) {
+	if a.cached == nil {
+		return nil, false
+	}
+	ro, err := a.client.Scheme().New(desired.GroupVersionKind())
+	if err != nil {
+		return nil, false
+	}
+	obj, ok := ro.(client.Object)
+	if !ok {
+		return nil, false
+	}
+	switch err := a.cached.Get(ctx, client.ObjectKeyFromObject(desired), obj); {
+	case err == nil:
+		return obj, true
+	case apierrors.IsNotFound(err):
+		return nil, true
+	}
+	return nil, false
+}
+
+func (a *Applier) lastSettled(key string) (settledState, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.settled[key]
+	return s, ok
+}
+
+// settle remembers obj (the server's copy after a write, or the live object a dry run
+// matched) as the state the desired body with digest sum (spec: of its spec) leaves.
+func (a *Applier) settle(key string, obj metav1.Object, sum, spec [sha256.Size]byte) error {
+	state, err := liveStateOf(obj)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.settled[key] = settledState{live: state, digest: sum, spec: spec}
+	a.mu.Unlock()
+	return nil
+}
+
+// Forget drops what the Applier remembers of the mutable objects named name in
+// namespace (of any kind): call it when they are deleted, so the memory does not grow.
+func (a *Applier) Forget(namespace, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key := range a.settled {
+		if strings.HasSuffix(key, " "+namespace+"/"+name) {
+			delete(a.settled, key)
+		}
+	}
+}
+
+func settledKey(u *unstructured.Unstructured) string {
+	return u.GroupVersionKind().GroupKind().String() + " " + u.GetNamespace() + "/" + u.GetName()
+}
+
+// appliedAs reports whether an apply of desired (whose digest is sum) to live would
+// change nothing, from live's metadata alone: its AnnotationApplied names this digest
+// (the last body applied was this one, so no field we sent before and dropped since is
+// still ours) and its current generation (nobody changed the spec since), and its
+// labels, annotations and owner references hold ours.
+func appliedAs(live metav1.Object, desired *unstructured.Unstructured, sum [sha256.Size]byte) bool {
+	if live.GetAnnotations()[AnnotationApplied] != stamp(sum, live.GetGeneration()) {
+		return false
+	}
+	holds := func(live, want map[string]string) bool {
+		for k, v := range want {
+			if lv, ok := live[k]; !ok || lv != v {
+				return false
+			}
+		}
+		return true
+	}
+	if !holds(live.GetLabels(), desired.GetLabels()) || !holds(live.GetAnnotations(), desired.GetAnnotations()) {
+		return false
+	}
+	for _, want := range desired.GetOwnerReferences() {
+		if !slices.ContainsFunc(live.GetOwnerReferences(), func(r metav1.OwnerReference) bool {
+			return apiequality.Semantic.DeepEqual(r, want)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// liveStateOf is what identifies an object's spec and metadata version.
+func liveStateOf(obj metav1.Object) (liveState, error) {
+	meta, err := digest(struct {
+		Labels      map[string]string       `json:"l"`
+		Annotations map[string]string       `json:"a"`
+		Owners      []metav1.OwnerReference `json:"o"`
+		Finalizers  []string                `json:"f"`
+		Deleting    bool                    `json:"d"`
+	}{obj.GetLabels(), obj.GetAnnotations(), obj.GetOwnerReferences(), obj.GetFinalizers(), obj.GetDeletionTimestamp() != nil})
+	return liveState{uid: obj.GetUID(), generation: obj.GetGeneration(), meta: meta}, err
+}
+
+// digest is the SHA-256 of v's JSON (maps in key order, so equal values give equal sums).
+func digest(v any) ([sha256.Size]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(b), nil
 }
 
 // patch sends one server-side apply. It goes through Patch with a raw apply body because
@@ -303,37 +578,64 @@ func (a *Applier) patch(ctx context.Context, obj *unstructured.Unstructured, dry
 // ensureTemplate is the rule for immutable templates: the name is the content, so an
 // existing template of ours is left alone and only a missing one is created. Create
 // (not apply) makes the write fail if the name appeared meanwhile, so a template someone
-// else made in that moment is never taken over either.
-func (a *Applier) ensureTemplate(ctx context.Context, owner Owner, desired *unstructured.Unstructured) (Result, error) {
+// else made in that moment is never taken over either. With a cache, a template the
+// cache holds is not read again, and one it lacks is created without a read first.
+func (a *Applier) ensureTemplate(ctx context.Context, owner Owner, desired *unstructured.Unstructured) (Result, *unstructured.Unstructured, error) {
 	what := describe(desired)
-	live, err := a.get(ctx, desired)
-	if err != nil {
-		return Unchanged, fmt.Errorf("apply template %s: %w", what, err)
+	live, known := a.cachedMetadata(ctx, desired)
+	if !known {
+		u, err := a.get(ctx, desired)
+		if err != nil {
+			return Unchanged, nil, fmt.Errorf("apply template %s: %w", what, err)
+		}
+		if u != nil {
+			live = u
+		}
 	}
 	if live == nil {
 		a.count(func(s *Stats) { s.Applies++ })
-		err := a.client.Create(ctx, desired.DeepCopy(),
-			client.FieldOwner(FieldManager), client.FieldValidation(metav1.FieldValidationStrict))
+		sent := desired.DeepCopy()
+		err := a.client.Create(ctx, sent, client.FieldOwner(FieldManager), client.FieldValidation(metav1.FieldValidationStrict))
 		if err == nil {
-			return Created, nil
+			return Created, sent, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return Unchanged, fmt.Errorf("apply template %s: %w", what, err)
+			return Unchanged, nil, fmt.Errorf("apply template %s: %w", what, err)
 		}
-		if live, err = a.get(ctx, desired); err != nil || live == nil {
-			return Unchanged, fmt.Errorf("apply template %s: created concurrently, then unreadable: %v", what, err)
+		u, err := a.get(ctx, desired)
+		if err != nil || u == nil {
+			return Unchanged, nil, fmt.Errorf("apply template %s: created concurrently, then unreadable: %v", what, err)
 		}
+		live = u
 	}
 	if err := checkOurs(live, owner); err != nil {
-		return Unchanged, fmt.Errorf("apply template %s: %w", what, err)
+		return Unchanged, nil, fmt.Errorf("apply template %s: %w", what, err)
 	}
 	if live.GetDeletionTimestamp() != nil {
 		// The MachineDeployment must not point at a template that is going away; the
 		// caller retries once it is gone and creates it again.
-		return Unchanged, fmt.Errorf("apply template %s: it is being deleted; retry when it is gone", what)
+		return Unchanged, nil, fmt.Errorf("apply template %s: it is being deleted; retry when it is gone", what)
 	}
 	a.count(func(s *Stats) { s.Skipped++ })
-	return Unchanged, nil
+	return Unchanged, nil, nil
+}
+
+// cachedMetadata reads desired's live metadata from the cache; known is false when
+// there is no cache or it cannot answer, and the object is nil when the cache does not
+// hold it.
+func (a *Applier) cachedMetadata(ctx context.Context, desired *unstructured.Unstructured) (obj metav1.Object, known bool) {
+	if a.cached == nil {
+		return nil, false
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(desired.GroupVersionKind())
+	switch err := a.cached.Get(ctx, client.ObjectKeyFromObject(desired), m); {
+	case err == nil:
+		return m, true
+	case apierrors.IsNotFound(err):
+		return nil, true
+	}
+	return nil, false
 }
 
 // get reads the live object of desired's kind and name; nil when there is none.
@@ -351,7 +653,7 @@ func (a *Applier) get(ctx context.Context, desired *unstructured.Unstructured) (
 }
 
 // checkOurs refuses a live object the operator did not create for this owner.
-func checkOurs(live *unstructured.Unstructured, owner Owner) error {
+func checkOurs(live metav1.Object, owner Owner) error {
 	if live.GetLabels()[render.LabelManagedBy] != render.ManagedByValue {
 		return fmt.Errorf("%w (label %s=%s missing); remove or rename it",
 			ErrNotManaged, render.LabelManagedBy, render.ManagedByValue)
@@ -371,6 +673,12 @@ func sameObject(dry, live *unstructured.Unstructured) bool {
 		c := u.DeepCopy().Object
 		for _, f := range []string{"managedFields", "resourceVersion", "generation"} {
 			unstructured.RemoveNestedField(c, "metadata", f)
+		}
+		// The generation in our annotation moves with changes that are not ours (a
+		// scale); it is written with the next change of ours, not for itself.
+		if v, ok, _ := unstructured.NestedString(c, "metadata", "annotations", AnnotationApplied); ok {
+			digest, _, _ := strings.Cut(v, "/")
+			_ = unstructured.SetNestedField(c, digest, "metadata", "annotations", AnnotationApplied)
 		}
 		return c
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -39,6 +40,9 @@ func (a *Applier) DeleteSupersededTemplates(ctx context.Context, namespace, pool
 	keep map[schema.GroupKind]string, kinds ...schema.GroupVersionKind) ([]string, error) {
 	if namespace == "" || pool == "" {
 		return nil, fmt.Errorf("delete superseded templates: namespace and pool are required")
+	}
+	if known, found := a.cachedCandidates(ctx, namespace, pool, mdName, keep, kinds); known && !found {
+		return nil, nil
 	}
 	inUse := map[templateRef]bool{}
 	for gk, name := range keep {
@@ -92,6 +96,61 @@ func (a *Applier) DeleteSupersededTemplates(ctx context.Context, namespace, pool
 	}
 	sort.Strings(deleted)
 	return deleted, nil
+}
+
+// cachedCandidates looks in the cache for templates of the pool that nothing it holds
+// uses: not kept, not named by the cached MachineDeployment mdName or by a cached
+// MachineSet of the namespace. Without one there is nothing to delete and nothing to
+// read live; with one, the live reads decide. known is false when there is no cache or
+// it cannot answer.
+func (a *Applier) cachedCandidates(ctx context.Context, namespace, pool, mdName string,
+	keep map[schema.GroupKind]string, kinds []schema.GroupVersionKind) (known, found bool) {
+	if a.cached == nil {
+		return false, false
+	}
+	inUse := map[templateRef]bool{}
+	for gk, name := range keep {
+		inUse[templateRef{gk, name}] = true
+	}
+	var candidates []templateRef
+	for _, gvk := range kinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := a.cached.List(ctx, list, client.InNamespace(namespace),
+			client.MatchingLabels{render.LabelPool: pool, render.LabelManagedBy: render.ManagedByValue}); err != nil {
+			return false, false
+		}
+		for i := range list.Items {
+			if ref := (templateRef{gvk.GroupKind(), list.Items[i].Name}); !inUse[ref] && list.Items[i].DeletionTimestamp == nil {
+				candidates = append(candidates, ref)
+			}
+		}
+	}
+	if len(candidates) == 0 {
+		return true, false
+	}
+	if mdName != "" {
+		md := &clusterv1.MachineDeployment{}
+		switch err := a.cached.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mdName}, md); {
+		case err == nil:
+			addRefs(inUse, md.Spec.Template.Spec)
+		case !apierrors.IsNotFound(err):
+			return false, false
+		}
+	}
+	sets := &clusterv1.MachineSetList{}
+	if err := a.cached.List(ctx, sets, client.InNamespace(namespace)); err != nil {
+		return false, false
+	}
+	for i := range sets.Items {
+		addRefs(inUse, sets.Items[i].Spec.Template.Spec)
+	}
+	for _, ref := range candidates {
+		if !inUse[ref] {
+			return true, true
+		}
+	}
+	return true, false
 }
 
 // addRefs records the templates a machine template points at.

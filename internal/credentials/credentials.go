@@ -83,6 +83,43 @@ func EnsureWorkerPassword(ctx context.Context, c client.Client, reader client.Re
 	return nil
 }
 
+// HasWorkerPassword reports whether cached, an informer cache of Secret metadata,
+// holds the cluster's worker password Secret with the managed-by label: then
+// EnsureWorkerPassword has nothing to do, and the read it makes is saved. A Secret the
+// cache does not hold yet is EnsureWorkerPassword's to find.
+func HasWorkerPassword(ctx context.Context, cached client.Reader, namespace, cluster string) bool {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := cached.Get(ctx, client.ObjectKey{Namespace: namespace, Name: WorkerPasswordName(cluster)}, m); err != nil {
+		return false
+	}
+	return m.Labels[render.LabelManagedBy] == render.ManagedByValue
+}
+
+// MayRelease reports whether cached, an informer cache of Secret metadata, shows a pull
+// secret copy in the pool's namespace that the pool owns for a class other than keep:
+// only then has ReleasePullSecrets anything to do, and its list is worth sending. A
+// copy the pool made moments ago may be missing from the cache; it is released the
+// next time the pool's class changes, or with the pool.
+func MayRelease(ctx context.Context, cached client.Reader, pool *v1.NodeGroup, keep string) bool {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := cached.List(ctx, list, client.InNamespace(pool.Namespace),
+		client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, client.HasLabels{LabelPullSecretClass}); err != nil {
+		return true // the live list decides
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if keep != "" && s.Labels[LabelPullSecretClass] == render.LabelValue(keep) {
+			continue
+		}
+		if slices.ContainsFunc(s.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == pool.UID }) {
+			return true
+		}
+	}
+	return false
+}
+
 // ProjectPullSecret keeps the copy of a class's pull secret in the pool's namespace, in
 // the form CDI's registry import reads (accessKeyId, secretKey), with the pool among its
 // owners: the copy goes when the last pool that uses it goes. The copy is rewritten only

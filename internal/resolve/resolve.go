@@ -7,11 +7,14 @@ package resolve
 import (
 	"context"
 	"strings"
+	"sync"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,17 +31,18 @@ import (
 // The platform creates it with the tenant cluster (it holds the tenant's CA and a
 // bootstrap token), so every Talos pool of the cluster joins with the same identity.
 const (
-	TalosSecretSuffix      = "-talos"
-	TalosKeyMachineToken   = "machine-token"
-	TalosKeyMachineCACert  = "machine-ca.crt"
-	TalosKeyClusterCACert  = "cluster-ca.crt"
-	TalosKeyClusterID      = "cluster-id"
-	TalosKeyClusterSecret  = "cluster-secret"
-	TalosKeyBootstrapToken = "bootstrap-token"
-	kamajiControlPlaneKind = "KamajiControlPlane"
-	defaultServiceDomain   = "cluster.local"
-	instancetypeGroup      = "instancetype.kubevirt.io"
-	instancetypeKind       = "VirtualMachineClusterInstancetype"
+	TalosSecretSuffix       = "-talos"
+	TalosKeyMachineToken    = "machine-token"
+	TalosKeyMachineCACert   = "machine-ca.crt"
+	TalosKeyClusterCACert   = "cluster-ca.crt"
+	TalosKeyClusterID       = "cluster-id"
+	TalosKeyClusterSecret   = "cluster-secret"
+	TalosKeyBootstrapToken  = "bootstrap-token"
+	kamajiControlPlaneKind  = "KamajiControlPlane"
+	kamajiControlPlaneGroup = "controlplane.cluster.x-k8s.io"
+	defaultServiceDomain    = "cluster.local"
+	instancetypeGroup       = "instancetype.kubevirt.io"
+	instancetypeKind        = "VirtualMachineClusterInstancetype"
 )
 
 // Resolver reads through Client (normally the manager's cache) and, for kinds the
@@ -53,7 +57,89 @@ type Resolver struct {
 	ManagementDNS types.NamespacedName
 	// ManagementDNSDomain is the management cluster's DNS domain.
 	ManagementDNSDomain string
+
+	// Cache, when set, is an informer cache (a manager's GetCache()) that watches
+	// Services and Secrets, as metadata at least, and KamajiControlPlanes. A Service's
+	// ClusterIP and a cluster's Talos secrets are then read live once per version of
+	// their object (the cached resourceVersion tells) and remembered, and Kamaji control
+	// planes are read from the cache: a resolve of an unchanged pool sends no request.
+	// Without it, all three are read live on every resolve.
+	Cache client.Reader
+
+	mu       sync.Mutex
+	services map[types.NamespacedName]versioned[string]
+	secrets  map[types.NamespacedName]versioned[render.TalosSecrets]
+	flight   singleflight.Group
 }
+
+// versioned is a value read from one resourceVersion of an object.
+type versioned[T any] struct {
+	resourceVersion string
+	value           T
+}
+
+// remembered returns the value read from the object key of kind gvk, when the cache
+// holds the object at the resourceVersion the value was read from.
+func remembered[T any](ctx context.Context, r *Resolver, m *map[types.NamespacedName]versioned[T], gvk schema.GroupVersionKind, key types.NamespacedName) (T, bool) {
+	var zero T
+	if r.Cache == nil {
+		return zero, false
+	}
+	r.mu.Lock()
+	v, ok := (*m)[key]
+	r.mu.Unlock()
+	if !ok {
+		return zero, false
+	}
+	cur := &metav1.PartialObjectMetadata{}
+	cur.SetGroupVersionKind(gvk)
+	if err := r.Cache.Get(ctx, key, cur); err != nil || cur.ResourceVersion != v.resourceVersion {
+		return zero, false
+	}
+	return v.value, true
+}
+
+// once returns the value remembered for the object key, or reads it with live; the
+// pools of one cluster resolve at the same moment, so one of them reads and the others
+// wait for its answer.
+func once[T any](ctx context.Context, r *Resolver, m *map[types.NamespacedName]versioned[T], gvk schema.GroupVersionKind,
+	key types.NamespacedName, live func(context.Context, types.NamespacedName) (T, error)) (T, error) {
+	if v, ok := remembered(ctx, r, m, gvk, key); ok {
+		return v, nil
+	}
+	if r.Cache == nil {
+		return live(ctx, key)
+	}
+	v, err, _ := r.flight.Do(gvk.Kind+" "+key.String(), func() (any, error) {
+		if v, ok := remembered(ctx, r, m, gvk, key); ok {
+			return v, nil
+		}
+		return live(ctx, key)
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
+}
+
+// remember stores a value read live from one version of an object.
+func remember[T any](r *Resolver, m *map[types.NamespacedName]versioned[T], key types.NamespacedName, resourceVersion string, value T) {
+	if r.Cache == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if *m == nil {
+		*m = map[types.NamespacedName]versioned[T]{}
+	}
+	(*m)[key] = versioned[T]{resourceVersion, value}
+}
+
+var (
+	serviceGVK = corev1.SchemeGroupVersion.WithKind("Service")
+	secretGVK  = corev1.SchemeGroupVersion.WithKind("Secret")
+)
 
 // BuiltinClass returns the spec of a built-in class, resolved from code so a pool on it
 // never depends on the object existing.
@@ -209,6 +295,10 @@ func (r *Resolver) clusterFacts(ctx context.Context, c *clusterv1.Cluster) (rend
 }
 
 func (r *Resolver) serviceIP(ctx context.Context, key types.NamespacedName) (string, error) {
+	return once(ctx, r, &r.services, serviceGVK, key, r.serviceIPLive)
+}
+
+func (r *Resolver) serviceIPLive(ctx context.Context, key types.NamespacedName) (string, error) {
 	var svc corev1.Service
 	if err := r.APIReader.Get(ctx, key, &svc); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -217,6 +307,7 @@ func (r *Resolver) serviceIP(ctx context.Context, key types.NamespacedName) (str
 		return "", err
 	}
 	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+		remember(r, &r.services, key, svc.ResourceVersion, ip)
 		return ip, nil
 	}
 	return "", fail(v1.ConditionClusterFound, ReasonControlPlanePending, true, "Service %s has no ClusterIP yet; waiting for it", key)
@@ -274,7 +365,14 @@ func (r *Resolver) ControlPlaneVersion(ctx context.Context, c *clusterv1.Cluster
 	}
 	cp := &unstructured.Unstructured{}
 	cp.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, cp); err != nil {
+	reader, opts := r.Client, []client.GetOption(nil)
+	if r.Cache != nil && mapping.GroupVersionKind.GroupKind() == kamajiControlPlane {
+		// Only this kind: the operator is allowed to watch it (and does), while an
+		// informer on a kind it may not list would never sync. One field is read: no
+		// copy of the cached object.
+		reader, opts = r.Cache, []client.GetOption{client.UnsafeDisableDeepCopy}
+	}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, cp, opts...); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", fail(v1.ConditionClusterFound, ReasonControlPlanePending, true,
 				"%s %q of Cluster %q does not exist yet; waiting for it", ref.Kind, ref.Name, c.Name)
@@ -318,15 +416,23 @@ func (r *Resolver) machineSize(ctx context.Context, ng *v1.NodeGroup) (render.Ma
 }
 
 func (r *Resolver) talosSecrets(ctx context.Context, namespace, cluster string) (*render.TalosSecrets, error) {
-	name := cluster + TalosSecretSuffix
+	v, err := once(ctx, r, &r.secrets, secretGVK, types.NamespacedName{Namespace: namespace, Name: cluster + TalosSecretSuffix}, r.talosSecretsLive)
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func (r *Resolver) talosSecretsLive(ctx context.Context, key types.NamespacedName) (render.TalosSecrets, error) {
+	namespace, name := key.Namespace, key.Name
 	var s corev1.Secret
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+	if err := r.APIReader.Get(ctx, key, &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fail(v1.ConditionRendered, ReasonTalosSecretsMissing, true,
+			return render.TalosSecrets{}, fail(v1.ConditionRendered, ReasonTalosSecretsMissing, true,
 				"Secret %s/%s with the cluster's Talos secrets does not exist: the platform creates it with the cluster (keys %s)",
 				namespace, name, strings.Join(talosKeys, ", "))
 		}
-		return nil, err
+		return render.TalosSecrets{}, err
 	}
 	var missing []string
 	for _, k := range talosKeys {
@@ -335,18 +441,22 @@ func (r *Resolver) talosSecrets(ctx context.Context, namespace, cluster string) 
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fail(v1.ConditionRendered, ReasonTalosSecretsMissing, true,
+		return render.TalosSecrets{}, fail(v1.ConditionRendered, ReasonTalosSecretsMissing, true,
 			"Secret %s/%s lacks the keys %s", namespace, name, strings.Join(missing, ", "))
 	}
-	return &render.TalosSecrets{
+	v := render.TalosSecrets{
 		MachineToken:   string(s.Data[TalosKeyMachineToken]),
 		MachineCACert:  string(s.Data[TalosKeyMachineCACert]),
 		ClusterCACert:  string(s.Data[TalosKeyClusterCACert]),
 		ClusterID:      string(s.Data[TalosKeyClusterID]),
 		ClusterSecret:  string(s.Data[TalosKeyClusterSecret]),
 		BootstrapToken: string(s.Data[TalosKeyBootstrapToken]),
-	}, nil
+	}
+	remember(r, &r.secrets, key, s.ResourceVersion, v)
+	return v, nil
 }
+
+var kamajiControlPlane = schema.GroupKind{Group: kamajiControlPlaneGroup, Kind: kamajiControlPlaneKind}
 
 var talosKeys = []string{TalosKeyMachineToken, TalosKeyMachineCACert, TalosKeyClusterCACert, TalosKeyClusterID, TalosKeyClusterSecret, TalosKeyBootstrapToken}
 

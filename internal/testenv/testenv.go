@@ -89,6 +89,9 @@ type Options struct {
 	CRDPaths []string
 	// CRDs are extra CRD objects to install (for example upstream CRDs with labels added).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// APIServerArgs are kube-apiserver flags, each replacing envtest's value of that flag
+	// (for example an audit log, or a service range wider than envtest's /24).
+	APIServerArgs map[string][]string
 }
 
 // Start starts etcd and kube-apiserver and installs the CRDs.
@@ -103,6 +106,9 @@ func Start(opts Options) (*Env, error) {
 		CRDs:                  opts.CRDs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
+	}
+	for flag, values := range opts.APIServerArgs {
+		env.ControlPlane.GetAPIServer().Configure().Set(flag, values...)
 	}
 	cfg, err := env.Start()
 	if err != nil {

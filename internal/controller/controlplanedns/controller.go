@@ -26,6 +26,10 @@ type Reconciler struct {
 	// APIReader reads the KamajiControlPlane live, so the comparison before a write
 	// never sees a stale copy.
 	APIReader client.Reader
+	// Cache is the manager's informer cache (Register sets it when nil). The control
+	// plane is read from it first; only when that copy calls for a write is it read
+	// live, so a resync of a published Cluster sends no request.
+	Cache client.Reader
 	// Recorder emits the events on the Cluster; Register sets it when nil.
 	Recorder record.EventRecorder
 
@@ -58,13 +62,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	pools := &v1.NodeGroupList{}
-	if err := r.Client.List(ctx, pools, client.InNamespace(c.Namespace), client.MatchingFields{indexPoolCluster: c.Name}); err != nil {
+	if err := r.Client.List(ctx, pools, client.InNamespace(c.Namespace), client.MatchingFields{indexPoolCluster: c.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(pools.Items) == 0 {
 		return ctrl.Result{}, nil // no workers to join: nothing needs the address
 	}
-	kcp, err := getControlPlane(ctx, r.APIReader, c)
+	kcp, a, err := r.assess(ctx, c)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -72,7 +76,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	a := assess(c, kcp)
 	wrote := false
 	if a.write {
 		switch err := r.publish(ctx, kcp, a.addr); {
@@ -97,6 +100,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.report(ctx, c, a, wrote)
 	return ctrl.Result{}, nil
+}
+
+// assess reads the Cluster's control plane from the cache and assesses it. The cache
+// strips managedFields, so a copy that holds another address cannot tell a conflict
+// from a write: then, or when the cache cannot answer, the live object decides. A copy
+// without the field needs no read: nobody owns an unset field, and should someone set
+// it meanwhile, the apply (never forced) fails with a conflict that is reported as one.
+func (r *Reconciler) assess(ctx context.Context, c *clusterv1.Cluster) (*unstructured.Unstructured, assessment, error) {
+	if r.Cache != nil {
+		if kcp, err := getControlPlane(ctx, r.Cache, c); err == nil && kcp != nil {
+			a := assess(c, kcp)
+			if _, set, _ := unstructured.NestedFieldNoCopy(kcp.Object, dnsField...); !a.write || !set {
+				return kcp, a, nil
+			}
+		}
+	}
+	kcp, err := getControlPlane(ctx, r.APIReader, c)
+	if err != nil {
+		return nil, assessment{}, err
+	}
+	return kcp, assess(c, kcp), nil
 }
 
 // publish applies spec.network.dnsServiceIPs = [addr] and nothing else, without forcing

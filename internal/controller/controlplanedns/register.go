@@ -39,6 +39,9 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor("nodegroup-operator")
 	}
+	if r.Cache == nil {
+		r.Cache = mgr.GetCache()
+	}
 
 	idx := mgr.GetFieldIndexer()
 	ctx := context.Background()
@@ -85,7 +88,7 @@ func clusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
 // clustersOf maps a KamajiControlPlane to the Clusters of its namespace that name it.
 func (r *Reconciler) clustersOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	var clusters clusterv1.ClusterList
-	if err := r.Client.List(ctx, &clusters, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexControlPlane: obj.GetName()}); err != nil {
+	if err := r.Client.List(ctx, &clusters, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexControlPlane: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(clusters.Items))

@@ -141,7 +141,8 @@ func reconcileKind[T any, P object[T]](ctx context.Context, r *Reconciler, k kin
 // cachedPools lists, as sorted namespace/name, the pools whose field names the object.
 func (r *Reconciler) cachedPools(ctx context.Context, index, name string) ([]string, error) {
 	var list v1.NodeGroupList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{index: name}); err != nil {
+	// Only the names are read: no copies of the thousands of pools a class may have.
+	if err := r.Client.List(ctx, &list, client.MatchingFields{index: name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the pools that name %q: %w", name, err)
 	}
 	return poolNames(list.Items, func(*v1.NodeGroup) bool { return true }), nil

@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -76,8 +78,12 @@ var templateKinds = []schema.GroupVersionKind{
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
-	Catalog   *catalog.Catalog
-	Recorder  record.EventRecorder
+	// Cache is the manager's informer cache; Register sets it when nil. Reads of
+	// what the operator watches as metadata only (templates, Services, Secrets) go to it,
+	// so a reconcile of an unchanged pool sends no request (see internal/apply).
+	Cache    client.Reader
+	Catalog  *catalog.Catalog
+	Recorder record.EventRecorder
 
 	ManagementDNS       types.NamespacedName
 	ManagementDNSDomain string
@@ -173,8 +179,15 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 	}
 
 	owner := apply.NodeGroupOwner(ng)
+	// written is the MachineDeployment as the server returned it when this reconcile
+	// wrote it: the cache may not hold it yet, and the status is computed from it.
+	written := &unstructured.Unstructured{}
 	for _, obj := range out.Objects() {
-		if _, err := r.applier.Apply(ctx, owner, obj); err != nil {
+		var opts []apply.Option
+		if obj == client.Object(out.MachineDeployment) {
+			opts = append(opts, apply.ServerCopy(written))
+		}
+		if _, err := r.applier.Apply(ctx, owner, obj, opts...); err != nil {
 			setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
 				fmt.Sprintf("applying %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
 			return ctrl.Result{}, err
@@ -192,7 +205,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 	ng.Status.BootstrapTemplateName = out.Bootstrap.GetName()
 	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
 	setCondition(ng, v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
-	return ctrl.Result{}, r.observe(ctx, ng, md.Name)
+	return ctrl.Result{}, r.observe(ctx, ng, md.Name, written)
 }
 
 // policyViolations is the second line of defence behind admission: the same rules the
@@ -257,7 +270,7 @@ func (r *Reconciler) refuse(ng *v1.NodeGroup, in *render.Input, violations []pol
 // credentials creates the Secrets a Kairos pool's machines read before its templates
 // name them, and releases pull secret copies of classes the pool no longer uses.
 func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *render.Input) error {
-	if in.KairosUserSecret != "" {
+	if in.KairosUserSecret != "" && !credentials.HasWorkerPassword(ctx, r.Cache, ng.Namespace, in.Cluster.Name) {
 		cluster := &clusterv1.Cluster{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: in.Cluster.Name}, cluster); err != nil {
 			return err
@@ -279,16 +292,21 @@ func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *rend
 		}
 		keep = in.ClassName
 	}
-	if ng.Generation == ng.Status.ObservedGeneration {
-		return nil // the class did not change since the last reconcile: nothing to release
+	if ng.Generation == ng.Status.ObservedGeneration || !credentials.MayRelease(ctx, r.Cache, ng, keep) {
+		return nil // the class did not change since the last reconcile, or the pool holds no other copy
 	}
 	return credentials.ReleasePullSecrets(ctx, r.Client, r.APIReader, ng, keep)
 }
 
-// observe copies the MachineDeployment's counts into the pool's status.
-func (r *Reconciler) observe(ctx context.Context, ng *v1.NodeGroup, name string) error {
+// observe copies the MachineDeployment's counts into the pool's status: from written,
+// when this reconcile wrote it, else from the cache.
+func (r *Reconciler) observe(ctx context.Context, ng *v1.NodeGroup, name string, written *unstructured.Unstructured) error {
 	md := &clusterv1.MachineDeployment{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: name}, md); err != nil {
+	if len(written.Object) > 0 {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(written.Object, md); err != nil {
+			return err
+		}
+	} else if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: name}, md); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // the cache has not seen our create yet; the MD's event brings us back
 		}
@@ -372,6 +390,7 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, templateKinds...); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.applier.Forget(ng.Namespace, render.MachineDeploymentName(ng.Spec.ClusterName, ng.Name))
 	patch := client.MergeFrom(ng.DeepCopy())
 	controllerutil.RemoveFinalizer(ng, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, ng, patch))
@@ -392,7 +411,10 @@ func ownedBy(obj metav1.Object, ng *v1.NodeGroup) bool {
 }
 
 // writeStatus writes the status when it changed, and an event for each condition that
-// changed status: a steady state writes nothing.
+// changed status: a steady state writes nothing. A new pool's first status gets at
+// most one event: its Rendered condition when it is not rendered, which names what the
+// pool waits for. A pool that renders on its first try is announced by its status
+// alone: thousands of pools created at once should not mean thousands of events.
 func (r *Reconciler) writeStatus(ctx context.Context, ng *v1.NodeGroup, before *v1.NodeGroupStatus) error {
 	ng.Status.ObservedGeneration = ng.Generation
 	for i := range ng.Status.Conditions {
@@ -401,7 +423,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, ng *v1.NodeGroup, before *
 	if statusEqual(before, &ng.Status) {
 		return nil
 	}
+	first := len(before.Conditions) == 0
 	for _, c := range ng.Status.Conditions {
+		if first && (c.Type != v1.ConditionRendered || c.Status == metav1.ConditionTrue) {
+			continue
+		}
 		old := meta.FindStatusCondition(before.Conditions, c.Type)
 		if old == nil || old.Status != c.Status || old.Reason != c.Reason {
 			kind := corev1.EventTypeNormal

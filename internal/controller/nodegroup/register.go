@@ -2,15 +2,13 @@ package nodegroup
 
 import (
 	"context"
+	"runtime"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -35,26 +33,23 @@ const (
 	indexPullSecret = "spec.imagePullSecretRef"
 )
 
-// CacheOptions keeps the manager's cache to what the operator needs: its own
-// MachineDeployments and health checks, and the MachineSets of its pools, not every
-// object of the management cluster.
-func CacheOptions() cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})
-	poolReq, _ := labels.NewRequirement(render.LabelPool, selection.Exists, nil)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&clusterv1.MachineDeployment{}:  {Label: managed},
-		&clusterv1.MachineHealthCheck{}: {Label: managed},
-		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq)},
-	}}
-}
+// DefaultConcurrency is how many pools are reconciled in parallel by default: two per
+// core the operator may use. A reconcile mostly waits for the API server, so one per
+// core would leave the operator idle; more than a few per core only queue at the API
+// server, whose cost per pool (not the operator's) bounds a cold start (hack/scale
+// measures both).
+func DefaultConcurrency() int { return max(2, 2*runtime.GOMAXPROCS(0)) }
 
 // Register adds the controller to a manager.
 func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
+	if r.Cache == nil {
+		r.Cache = mgr.GetCache()
+	}
 	r.resolver = &resolve.Resolver{
 		Client: r.Client, APIReader: r.APIReader, Mapper: mgr.GetRESTMapper(), Catalog: r.Catalog,
-		ManagementDNS: r.ManagementDNS, ManagementDNSDomain: r.ManagementDNSDomain,
+		ManagementDNS: r.ManagementDNS, ManagementDNSDomain: r.ManagementDNSDomain, Cache: r.Cache,
 	}
-	r.applier = apply.New(r.Client, r.APIReader)
+	r.applier = apply.NewCached(r.Client, r.APIReader, r.Cache)
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor("nodegroup-operator")
 	}
@@ -134,7 +129,7 @@ func (r *Reconciler) poolsOfService(ctx context.Context, obj client.Object) []re
 // secret; most Secrets map to nothing at the cost of one index lookup.
 func (r *Reconciler) poolsOfPullSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	var classes v1.NodeGroupClassList
-	if err := r.Client.List(ctx, &classes, client.MatchingFields{indexPullSecret: obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
+	if err := r.Client.List(ctx, &classes, client.MatchingFields{indexPullSecret: obj.GetNamespace() + "/" + obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
@@ -155,7 +150,9 @@ func (r *Reconciler) poolsByLabel(ctx context.Context, obj client.Object) []reco
 
 func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	var pools v1.NodeGroupList
-	if err := r.Client.List(ctx, &pools, opts...); err != nil {
+	// Only the names are read: the cache's own objects, not copies of thousands of pools
+	// on a change of the location they share.
+	if err := r.Client.List(ctx, &pools, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(pools.Items))

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
+)
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the benchmark reads.
+type auditEvent struct {
+	Stage      string `json:"stage"`
+	RequestURI string `json:"requestURI"`
+	Verb       string `json:"verb"`
+	User       struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
+}
+
+const bareUser = "system:serviceaccount:" + localrun.ReleaseNamespace + ":" + bareServiceAccount
+
+// verb is the request's verb, with a dry run told apart: it writes nothing.
+func (e *auditEvent) verb() string {
+	if e.dryRun() {
+		return e.Verb + " (dry run)"
+	}
+	return e.Verb
+}
+
+func (e *auditEvent) dryRun() bool { return strings.Contains(e.RequestURI, "dryRun=All") }
+
+// write: a request that changes stored state.
+func (e *auditEvent) write() bool {
+	switch e.Verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return !e.dryRun()
+	}
+	return false
+}
+
+// leaderElection: a write of the leader election, the lease or the event announcing a
+// new leader, which are not the operator's work on pools.
+func (e *auditEvent) leaderElection() bool {
+	switch e.resource() {
+	case "leases":
+		return true
+	case "events":
+		return strings.HasPrefix(e.ObjectRef.Name, leaderElectionID+".")
+	}
+	return false
+}
+
+// leaderElectionID is the operator's lease name (cmd/nodegroup-operator).
+const leaderElectionID = "nodegroup-operator.nodegroup.io"
+
+func (e *auditEvent) resource() string {
+	if e.ObjectRef == nil {
+		return ""
+	}
+	return e.ObjectRef.Resource
+}
+
+// readAudit calls f for every complete event of the audit log from offset on and
+// returns the offset after the last complete line.
+func readAudit(path string, offset int64, f func(*auditEvent)) (int64, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return offset, err
+	}
+	defer func() { _ = file.Close() }()
+	if _, err := file.Seek(offset, io.SeekStart); err != nil {
+		return offset, err
+	}
+	r := bufio.NewReaderSize(file, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			return offset, nil // an incomplete last line is read next time
+		}
+		if err != nil {
+			return offset, err
+		}
+		offset += int64(len(line))
+		var e auditEvent
+		if err := json.Unmarshal(bytes.TrimSpace(line), &e); err != nil {
+			return offset, fmt.Errorf("audit log line at %d: %w", offset, err)
+		}
+		if e.Stage == "ResponseComplete" || e.Stage == "Panic" {
+			f(&e)
+		}
+	}
+}
+
+// auditTail follows the audit log for the operator's writes, each call reading on from
+// where the last stopped.
+type auditTail struct {
+	path   string
+	offset int64
+}
+
+// lastOperatorWrite reads the events written since the last call and returns the time
+// of the operator's last write among them (zero when none), leader election aside.
+func (t *auditTail) lastOperatorWrite() (time.Time, error) {
+	var last time.Time
+	var err error
+	t.offset, err = readAudit(t.path, t.offset, func(e *auditEvent) {
+		if e.User.Username == localrun.OperatorUser && e.write() && !e.leaderElection() && e.StageTimestamp.After(last) {
+			last = e.StageTimestamp
+		}
+	})
+	return last, err
+}
+
+// analyse reads the whole audit log once and counts, per phase, the requests of the
+// operator by verb and its writes, the bare client's requests, and which pools the
+// change wave's writes reached.
+func (h *harness) analyse(context.Context) error {
+	phases := map[string]*Phase{
+		phaseBare: &h.res.Bare, phaseBareAgain: &h.res.BareAgain, phaseCold: &h.res.Cold, phaseColdTail: &h.res.ColdTail,
+		phaseSteady: &h.res.Steady, phaseWave: &h.res.Wave.Phase, phaseWaveTail: &h.res.WaveTail,
+		phaseRestart: &h.res.Restart,
+	}
+	for _, p := range phases {
+		p.Requests = map[string]int{}
+	}
+	in := func(e *auditEvent) *window {
+		for i := range h.windows {
+			w := &h.windows[i]
+			if !e.RequestReceivedTimestamp.Before(w.start) && e.RequestReceivedTimestamp.Before(w.end) {
+				return w
+			}
+		}
+		return nil
+	}
+	if h.res.Bare.Seconds > 0 && h.res.BareAgain.Seconds > 0 {
+		h.res.Ratio = h.res.Cold.Seconds / ((h.res.Bare.Seconds + h.res.BareAgain.Seconds) / 2)
+	}
+	_, err := readAudit(h.auditPath, 0, func(e *auditEvent) {
+		w := in(e)
+		if w == nil {
+			return
+		}
+		p := phases[w.name]
+		bare := w.name == phaseBare || w.name == phaseBareAgain
+		switch {
+		case bare && e.User.Username == bareUser:
+			p.Requests[e.verb()]++
+			if e.write() {
+				p.Writes++
+			}
+		case !bare && e.User.Username == localrun.OperatorUser:
+			p.Requests[e.verb()]++
+			switch {
+			case !e.write():
+			case e.leaderElection():
+				p.LeaseWrites++
+			default:
+				p.Writes++
+				if e.resource() == "events" {
+					p.EventWrites++
+				}
+				if w.name == phaseWave || w.name == phaseWaveTail {
+					h.attribute(e)
+				}
+			}
+		case !bare && e.User.Username == bareUser:
+			h.res.Anomalies = append(h.res.Anomalies, fmt.Sprintf("the bare client sent %s %s outside its phase", e.Verb, e.RequestURI))
+		}
+	})
+	return err
+}
+
+// attribute counts a write of the change wave against the pool it concerns: changed,
+// untouched, or none (a tenant's Secret, a control plane).
+func (h *harness) attribute(e *auditEvent) {
+	w := &h.res.Wave
+	p := h.poolOf(e)
+	switch {
+	case p == nil:
+		w.WritesOther++
+		if len(w.WritesOtherSample) < 10 {
+			w.WritesOtherSample = append(w.WritesOtherSample, e.Verb+" "+e.RequestURI)
+		}
+	case p.bumped:
+		w.WritesChanged++
+	default:
+		w.WritesUntouched++
+		if len(w.WritesUntouchedSample) < 10 {
+			w.WritesUntouchedSample = append(w.WritesUntouchedSample, e.Verb+" "+e.RequestURI)
+		}
+	}
+}
+
+// poolOf finds the pool an object belongs to by its name: the pool itself, its
+// MachineDeployment and health check (<cluster>-<pool>), its templates
+// (<pool>-<hash>) and its events (<pool>.<hex>).
+func (h *harness) poolOf(e *auditEvent) *pool {
+	if e.ObjectRef == nil {
+		return nil
+	}
+	ns, name := e.ObjectRef.Namespace, e.ObjectRef.Name
+	var candidate string
+	switch e.ObjectRef.Resource {
+	case "nodegroups":
+		candidate = name
+	case "machinedeployments", "machinehealthchecks":
+		candidate = strings.TrimPrefix(name, testenv.TenantCluster+"-")
+	case "talosconfigtemplates", "kairosconfigtemplates", "kubevirtmachinetemplates":
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			candidate = name[:i]
+		}
+	case "events":
+		if i := strings.LastIndexByte(name, '.'); i > 0 {
+			candidate = name[:i]
+		}
+	}
+	return h.byKey[ns+"/"+candidate]
+}

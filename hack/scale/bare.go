@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
+)
+
+// managedKinds are the kinds of the objects the operator creates for pools.
+var managedKinds = []schema.GroupVersionKind{
+	talos.GroupVersion.WithKind("TalosConfigTemplate"),
+	kairos.GroupVersion.WithKind("KairosConfigTemplate"),
+	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
+	clusterv1.GroupVersion.WithKind("MachineDeployment"),
+	clusterv1.GroupVersion.WithKind("MachineHealthCheck"),
+	corev1.SchemeGroupVersion.WithKind("Secret"),
+}
+
+// bareJob is what the operator creates for one pool, in the order it creates it: the
+// Kairos worker password Secret (once per cluster, with its first Kairos pool), the
+// templates, the MachineDeployment and its health check.
+type bareJob struct {
+	objects []*unstructured.Unstructured
+}
+
+// runBare measures the limit: the bodies the operator sends for every pool (rendered
+// with the operator's resolve, render and apply packages), created directly by a client
+// as parallel as the operator, in the pools' own namespaces. A warm-up pass comes first
+// so neither client pays the API server's first requests; the objects are deleted
+// afterwards so the operator starts from nothing.
+func (h *harness) runBare(ctx context.Context) error {
+	jobs, err := h.renderAll(ctx)
+	if err != nil {
+		return err
+	}
+	h.jobs = jobs
+	warm := jobs[:min(len(jobs), 4*h.cfg.Concurrency)]
+	if _, _, err := h.createAll(ctx, warm); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if err := h.deleteManaged(ctx); err != nil {
+		return err
+	}
+	return h.bareRun(ctx, phaseBare, &h.res.Bare)
+}
+
+// runBareAgain measures the limit a second time, after the operator's phases, on the
+// control plane as they left it (more objects and history than the first time), once
+// the operator's objects are deleted: the two bracket the operator's run.
+func (h *harness) runBareAgain(ctx context.Context) error {
+	if err := h.deleteManaged(ctx); err != nil {
+		return err
+	}
+	return h.bareRun(ctx, phaseBareAgain, &h.res.BareAgain)
+}
+
+// bareRun times the bare client creating every job's objects, then deletes them.
+func (h *harness) bareRun(ctx context.Context, phase string, into *Phase) error {
+	before := h.cpuNow()
+	start := time.Now()
+	h.profile(ctx, phase)
+	n, bytes, err := h.createAll(ctx, h.jobs)
+	end := time.Now()
+	if err != nil {
+		return err
+	}
+	h.mark(phase, start, end)
+	into.Seconds = end.Sub(start).Seconds()
+	into.CPU = h.cpuNow().since(before)
+	if h.res.Objects.Bare != 0 && (n != h.res.Objects.Bare || bytes != h.res.Objects.BareBytes) {
+		return fmt.Errorf("the bare client created %d objects (%d bytes), %d (%d bytes) the first time", n, bytes, h.res.Objects.Bare, h.res.Objects.BareBytes)
+	}
+	h.res.Objects.Bare, h.res.Objects.BareBytes = n, bytes
+	h.logf("    %d objects (%.1f MiB) in %.1f s", n, float64(bytes)/(1<<20), into.Seconds)
+	h.profiles.Wait() // the profile window ends before the objects are deleted
+	return h.deleteManaged(ctx)
+}
+
+func (h *harness) renderAll(ctx context.Context) ([]bareJob, error) {
+	r := &resolve.Resolver{
+		Client: h.admin, APIReader: h.admin, Mapper: h.admin.RESTMapper(), Catalog: catalog.Default(),
+		ManagementDNS: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, ManagementDNSDomain: "cluster.local",
+	}
+	jobs := make([]bareJob, len(h.pools))
+	err := parallel(ctx, 8, len(h.pools), func(ctx context.Context, i int) error {
+		p := h.pools[i]
+		ng := h.watch.get(p)
+		if ng == nil {
+			return fmt.Errorf("pool %s not seen by the watch", p.key())
+		}
+		ng = ng.DeepCopy()
+		in, err := r.Resolve(ctx, ng)
+		if err != nil {
+			return fmt.Errorf("resolving %s: %w", p.key(), err)
+		}
+		out, err := render.Render(in)
+		if err != nil {
+			return fmt.Errorf("rendering %s: %w", p.key(), err)
+		}
+		var job bareJob
+		if in.KairosUserSecret != "" && h.firstKairos(p) {
+			s, err := h.workerPassword(ctx, p.namespace)
+			if err != nil {
+				return err
+			}
+			job.objects = append(job.objects, s)
+		}
+		for _, obj := range out.Objects() {
+			u, err := apply.Desired(apply.NodeGroupOwner(ng), obj)
+			if err != nil {
+				return err
+			}
+			job.objects = append(job.objects, u)
+		}
+		jobs[i] = job
+		return nil
+	})
+	return jobs, err
+}
+
+// firstKairos: p is the first Kairos pool of its namespace.
+func (h *harness) firstKairos(p *pool) bool {
+	for _, q := range h.pools[p.tenant*h.cfg.PoolsPerNamespace : p.index] {
+		if q.os == v1.OSKairos {
+			return false
+		}
+	}
+	return p.os == v1.OSKairos
+}
+
+// workerPassword is the Secret credentials.EnsureWorkerPassword creates for a cluster.
+func (h *harness) workerPassword(ctx context.Context, ns string) (*unstructured.Unstructured, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := h.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: testenv.TenantCluster}, cluster); err != nil {
+		return nil, err
+	}
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	s := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: credentials.WorkerPasswordName(cluster.Name),
+			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelClusterName: cluster.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
+			}},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{credentials.WorkerPasswordKey: []byte(base64.RawStdEncoding.EncodeToString(raw))},
+	}
+	u := &unstructured.Unstructured{}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &u.Object); err != nil {
+		return nil, err
+	}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return u, nil
+}
+
+// createAll creates the jobs' objects with the bare client, as many jobs at once as the
+// operator reconciles pools, and returns the objects created and their stored size.
+func (h *harness) createAll(ctx context.Context, jobs []bareJob) (int, int64, error) {
+	var n, bytes atomic.Int64
+	err := parallel(ctx, h.cfg.Concurrency, len(jobs), func(ctx context.Context, i int) error {
+		for _, obj := range jobs[i].objects {
+			o := obj.DeepCopy()
+			if err := h.bare.Create(ctx, o, client.FieldOwner(bareServiceAccount), client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
+				return fmt.Errorf("creating %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			}
+			n.Add(1)
+			bytes.Add(storedSize(o))
+		}
+		return nil
+	})
+	return int(n.Load()), bytes.Load(), err
+}
+
+// storedSize is the JSON size of an object as the API server returned it, without what
+// differs between two creates of the same body (identity, versions, timestamps,
+// managedFields).
+func storedSize(u *unstructured.Unstructured) int64 {
+	c := u.DeepCopy()
+	for _, f := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"} {
+		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	b, _ := json.Marshal(c.Object)
+	return int64(len(b))
+}
+
+// deleteManaged deletes every object with the operator's managed-by label in the
+// tenant namespaces, and checks that none is left.
+func (h *harness) deleteManaged(ctx context.Context) error {
+	sel := client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}
+	err := parallel(ctx, 16, len(h.tenant), func(ctx context.Context, i int) error {
+		for _, gvk := range managedKinds {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			if err := h.admin.DeleteAllOf(ctx, u, client.InNamespace(h.tenant[i]), sel); err != nil {
+				return fmt.Errorf("deleting %s in %s: %w", gvk.Kind, h.tenant[i], err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, gvk := range managedKinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := h.admin.List(ctx, list, sel, client.Limit(1)); err != nil {
+			return err
+		}
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%s %s/%s is left after the delete", gvk.Kind, list.Items[0].Namespace, list.Items[0].Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Targets of the benchmark on a 2-core machine.
+const (
+	targetRatio      = 1.2
+	targetPeakRSSMiB = 150
+)
+
+// Result is one run's figures; it is written as JSON and as a table.
+type Result struct {
+	Date              string `json:"date"`
+	Cores             int    `json:"cores"`
+	APIServer         string `json:"apiServer"`
+	Namespaces        int    `json:"namespaces"`
+	PoolsPerNamespace int    `json:"poolsPerNamespace"`
+	Pools             int    `json:"pools"`
+	TalosPools        int    `json:"talosPools"`
+	KairosPools       int    `json:"kairosPools"`
+	Concurrency       int    `json:"concurrency"`
+	SyncPeriod        string `json:"syncPeriod"`
+
+	Objects struct {
+		Operator      int      `json:"operator"`
+		OperatorBytes int64    `json:"operatorBytes"`
+		Bare          int      `json:"bare"`
+		BareBytes     int64    `json:"bareBytes"`
+		Missing       int      `json:"missing"`
+		MissingSample []string `json:"missingSample,omitempty"`
+	} `json:"objects"`
+
+	// Bare and BareAgain are the bare client creating the objects, before and after the
+	// operator's phases; Cold the operator from its start until every pool is rendered,
+	// ColdTail from then until it is quiet.
+	Bare      Phase `json:"bare"`
+	BareAgain Phase `json:"bareAgain"`
+	Cold      Phase `json:"cold"`
+	ColdTail  Phase `json:"coldTail"`
+	// Ratio is Cold.Seconds over the mean of Bare.Seconds and BareAgain.Seconds.
+	Ratio    float64 `json:"ratio"`
+	Steady   Phase   `json:"steady"`
+	Wave     Wave    `json:"wave"`
+	WaveTail Phase   `json:"waveTail"`
+
+	// Restart is the operator restarted with everything in place, until it has
+	// reconciled every pool.
+	Restart Phase `json:"restart"`
+
+	// AtConvergence is the cold-start operator's memory when every pool is rendered.
+	AtConvergence Usage `json:"atConvergence"`
+	// PeakRSSMiB is the larger of the two operator processes' peaks: ColdRun (cold start
+	// and change wave) and SteadyRun (restart and steady state).
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	ColdRun    Usage   `json:"coldRun"`
+	SteadyRun  Usage   `json:"steadyRun"`
+	Profiles   string  `json:"profiles,omitempty"`
+	// Anomalies are things the run saw that make its figures doubtful.
+	Anomalies []string `json:"anomalies,omitempty"`
+}
+
+// Phase is one window of the run.
+type Phase struct {
+	Seconds float64 `json:"seconds"`
+	CPU     CPU     `json:"cpuSeconds"`
+	// Requests are the operator's requests by verb (the bare client's in the bare
+	// phase), as the API server's audit log records them; dry runs apart.
+	Requests map[string]int `json:"requests"`
+	// Writes are requests that changed stored state, leader election aside; EventWrites
+	// of them are Events. LeaseWrites are the leader election's: lease renewals, and
+	// the event announcing a new leader.
+	Writes      int `json:"writes"`
+	EventWrites int `json:"eventWrites"`
+	LeaseWrites int `json:"leaseWrites"`
+	// Reconciles of the nodegroup controller in the window (the operator's metrics).
+	Reconciles int `json:"reconciles,omitempty"`
+}
+
+// Usage is an operator process's peak resident memory (VmHWM) and CPU seconds, and
+// its resident memory when it was read, anonymous (heap, stacks) and file-backed
+// (the binary).
+type Usage struct {
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	RSSAnonMiB float64 `json:"rssAnonMiB"`
+	RSSFileMiB float64 `json:"rssFileMiB"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+}
+
+// CPU is CPU seconds (user and system) spent in a window.
+type CPU struct {
+	Operator  float64 `json:"operator"`
+	APIServer float64 `json:"apiserver"`
+	Etcd      float64 `json:"etcd"`
+}
+
+// Wave is the change wave.
+type Wave struct {
+	Phase
+	Pools                 int      `json:"pools"`
+	PatchSeconds          float64  `json:"patchSeconds"`
+	WritesChanged         int      `json:"writesToChangedPools"`
+	WritesUntouched       int      `json:"writesToUntouchedPools"`
+	WritesUntouchedSample []string `json:"writesToUntouchedPoolsSample,omitempty"`
+	WritesOther           int      `json:"writesToNoPool"`
+	WritesOtherSample     []string `json:"writesToNoPoolSample,omitempty"`
+	TemplatesWrong        int      `json:"poolsWithWrongTemplates"`
+	TemplatesWrongSample  []string `json:"poolsWithWrongTemplatesSample,omitempty"`
+}
+
+// Problems are the run's failed invariants: what must hold at any size and on any
+// machine. The time and memory targets are reported, not enforced: they depend on
+// the machine.
+func (r *Result) Problems() []string {
+	var p []string
+	if r.Objects.Missing > 0 {
+		p = append(p, fmt.Sprintf("%d objects of rendered pools are missing, e.g. %v", r.Objects.Missing, r.Objects.MissingSample))
+	}
+	if r.Objects.Operator != r.Objects.Bare {
+		p = append(p, fmt.Sprintf("the operator made %d objects, the bare client %d", r.Objects.Operator, r.Objects.Bare))
+	}
+	if r.Steady.Writes > 0 {
+		p = append(p, fmt.Sprintf("the operator sent %d writes in the steady state (%v)", r.Steady.Writes, r.Steady.Requests))
+	}
+	if r.Restart.Writes > 0 {
+		p = append(p, fmt.Sprintf("the restarted operator sent %d writes (%v)", r.Restart.Writes, r.Restart.Requests))
+	}
+	if r.Wave.WritesUntouched > 0 {
+		p = append(p, fmt.Sprintf("the change wave wrote %d times to pools it did not change, e.g. %v", r.Wave.WritesUntouched, r.Wave.WritesUntouchedSample))
+	}
+	if r.Wave.WritesOther > 0 {
+		p = append(p, fmt.Sprintf("the change wave wrote %d times to objects of no pool, e.g. %v", r.Wave.WritesOther, r.Wave.WritesOtherSample))
+	}
+	if r.Wave.TemplatesWrong > 0 {
+		p = append(p, fmt.Sprintf("%d pools do not have exactly the templates their status names, e.g. %v", r.Wave.TemplatesWrong, r.Wave.TemplatesWrongSample))
+	}
+	return append(p, r.Anomalies...)
+}
+
+// Table is the run as a text table.
+func (r *Result) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "nodegroup-operator scale benchmark, %s, %d cores, kube-apiserver %s\n", r.Date, r.Cores, r.APIServer)
+	fmt.Fprintf(&b, "%d pools (%d Talos, %d Kairos) in %d namespaces; concurrency %d; sync period %s\n\n",
+		r.Pools, r.TalosPools, r.KairosPools, r.Namespaces, r.Concurrency, r.SyncPeriod)
+
+	w := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "measure\tresult\ttarget")
+	fmt.Fprintf(w, "objects (operator / bare client)\t%d / %d, %.1f / %.1f MiB\tequal\n", r.Objects.Operator, r.Objects.Bare,
+		mib(r.Objects.OperatorBytes), mib(r.Objects.BareBytes))
+	fmt.Fprintf(w, "a. cold convergence, operator\t%.1f s\t\n", r.Cold.Seconds)
+	fmt.Fprintf(w, "b. bare client, same objects: before / after / mean\t%.1f / %.1f / %.1f s\t\n", r.Bare.Seconds, r.BareAgain.Seconds, (r.Bare.Seconds+r.BareAgain.Seconds)/2)
+	fmt.Fprintf(w, "   ratio a / b\t%.2f\t<= %.1f %s\n", r.Ratio, targetRatio, verdict(r.Ratio <= targetRatio, r.Ratio/targetRatio-1))
+	fmt.Fprintf(w, "c. steady state: writes in %.0f s (%d reconciles)\t%d\t0 %s\n", r.Steady.Seconds, r.Steady.Reconciles, r.Steady.Writes, verdict(r.Steady.Writes == 0, 0))
+	fmt.Fprintf(w, "   leader election (lease renewals)\t%d\t\n", r.Steady.LeaseWrites)
+	fmt.Fprintf(w, "   restart: every pool reconciled\t%.1f s, %d writes\t0 writes %s\n", r.Restart.Seconds, r.Restart.Writes, verdict(r.Restart.Writes == 0, 0))
+	fmt.Fprintf(w, "d. change wave: %d pools with new templates\t%.1f s\t\n", r.Wave.Pools, r.Wave.Seconds)
+	fmt.Fprintf(w, "   writes to changed / untouched pools\t%d / %d\tuntouched 0 %s\n", r.Wave.WritesChanged, r.Wave.WritesUntouched, verdict(r.Wave.WritesUntouched == 0, 0))
+	fmt.Fprintf(w, "e. operator peak RSS\t%.0f MiB\t<= %d MiB %s\n", r.PeakRSSMiB, targetPeakRSSMiB, verdict(r.PeakRSSMiB <= targetPeakRSSMiB, r.PeakRSSMiB/targetPeakRSSMiB-1))
+	fmt.Fprintf(w, "   peak RSS: cold start and wave / restart and steady\t%.0f / %.0f MiB\t\n", r.ColdRun.PeakRSSMiB, r.SteadyRun.PeakRSSMiB)
+	fmt.Fprintf(w, "   RSS at convergence: heap and stacks / binary\t%.0f / %.0f MiB\t\n", r.AtConvergence.RSSAnonMiB, r.AtConvergence.RSSFileMiB)
+	fmt.Fprintf(w, "   operator CPU: cold start and wave / restart and steady\t%.1f / %.1f s\t\n", r.ColdRun.CPUSeconds, r.SteadyRun.CPUSeconds)
+	_ = w.Flush()
+
+	fmt.Fprintln(&b)
+	w = tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "phase\tseconds\tCPU s: operator\tapiserver\tetcd\twrites\tevents\trequests/s by verb (count): the operator's, or the bare client's")
+	for _, ph := range []struct {
+		name string
+		p    *Phase
+	}{
+		{"bare client", &r.Bare}, {"cold", &r.Cold}, {"cold, until quiet", &r.ColdTail},
+		{"wave", &r.Wave.Phase}, {"wave, until quiet", &r.WaveTail},
+		{"restart", &r.Restart}, {"steady", &r.Steady}, {"bare client again", &r.BareAgain},
+	} {
+		fmt.Fprintf(w, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\n", ph.name, ph.p.Seconds, ph.p.CPU.Operator, ph.p.CPU.APIServer, ph.p.CPU.Etcd,
+			ph.p.Writes, ph.p.EventWrites, rates(ph.p))
+	}
+	_ = w.Flush()
+	if r.Profiles != "" {
+		fmt.Fprintf(&b, "\npprof profiles: %s\n", r.Profiles)
+	}
+	for _, p := range r.Problems() {
+		fmt.Fprintf(&b, "\nFAIL: %s", p)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+func verdict(ok bool, over float64) string {
+	if ok {
+		return "met"
+	}
+	if over > 0 {
+		return fmt.Sprintf("MISSED by %.0f%%", over*100)
+	}
+	return "MISSED"
+}
+
+// rates is the phase's requests per second by verb, most frequent first.
+func rates(p *Phase) string {
+	if p.Seconds <= 0 || len(p.Requests) == 0 {
+		return "-"
+	}
+	verbs := slices.SortedFunc(maps.Keys(p.Requests), func(a, b string) int {
+		if p.Requests[a] != p.Requests[b] {
+			return p.Requests[b] - p.Requests[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(verbs))
+	for i, v := range verbs {
+		parts[i] = fmt.Sprintf("%s %.1f (%d)", v, float64(p.Requests[v])/p.Seconds, p.Requests[v])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Write writes the result as base.txt and base.json.
+func (r *Result) Write(base string) error {
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(base+".txt", []byte(r.Table()), 0o644)
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReducedScale runs the whole benchmark at 200 pools (40 namespaces of 5) with a
+// short steady state, so the harness cannot rot, and holds what must be true at any
+// size: every pool rendered with its objects, as many and as large as the bare
+// client's; no write in the steady state or after a restart, with every pool
+// reconciled meanwhile; a change wave that writes only to the pools it changed and
+// leaves each pool exactly its current templates. The times are logged, not judged:
+// they depend on the machine.
+func TestReducedScale(t *testing.T) {
+	const namespaces, perNamespace = 40, 5
+	pools := namespaces * perNamespace
+	res, err := Run(t.Context(), Config{
+		Namespaces: namespaces, PoolsPerNamespace: perNamespace,
+		Steady: 10 * time.Second, Resyncs: 2, WaveFraction: 0.1,
+		Quiet: 3 * time.Second, Timeout: 3 * time.Minute,
+		Work: t.TempDir(), Log: testLog{t},
+	})
+	if res != nil {
+		t.Log("\n" + res.Table())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Problems() {
+		t.Error(p)
+	}
+
+	// Four objects per pool, and the worker password Secret of each cluster with
+	// Kairos pools (every namespace has some).
+	if want := pools*4 + namespaces; res.Objects.Operator != want || res.Objects.Bare != want {
+		t.Errorf("objects: operator %d, bare client %d, want %d each", res.Objects.Operator, res.Objects.Bare, want)
+	}
+	if res.Objects.OperatorBytes != res.Objects.BareBytes || res.Objects.Missing != 0 {
+		t.Errorf("objects: operator %d bytes, bare client %d bytes, %d missing", res.Objects.OperatorBytes, res.Objects.BareBytes, res.Objects.Missing)
+	}
+	if res.Cold.Seconds <= 0 || res.Bare.Seconds <= 0 || res.Cold.Writes < res.Objects.Operator {
+		t.Errorf("cold start %.1f s with %d writes, bare client %.1f s", res.Cold.Seconds, res.Cold.Writes, res.Bare.Seconds)
+	}
+	if res.Steady.Writes != 0 || res.Steady.Reconciles < pools {
+		t.Errorf("steady state: %d writes over %d reconciles, want 0 writes over at least %d", res.Steady.Writes, res.Steady.Reconciles, pools)
+	}
+	if res.Restart.Writes != 0 || res.Restart.Reconciles < pools {
+		t.Errorf("restart: %d writes over %d reconciles, want 0 writes over at least %d", res.Restart.Writes, res.Restart.Reconciles, pools)
+	}
+	// A changed pool gets two new templates, a MachineDeployment pointing at them and
+	// a status, and loses its two old templates.
+	if w := res.Wave; w.Pools != pools/10 || w.WritesUntouched != 0 || w.WritesOther != 0 || w.WritesChanged < 6*w.Pools || w.TemplatesWrong != 0 {
+		t.Errorf("change wave: %d pools, writes %d to them, %d to others, %d to no pool; %d pools with wrong templates",
+			w.Pools, w.WritesChanged, w.WritesUntouched, w.WritesOther, w.TemplatesWrong)
+	}
+	if res.PeakRSSMiB <= 0 || res.ColdRun.CPUSeconds <= 0 {
+		t.Errorf("operator usage not measured: %+v %+v", res.ColdRun, res.SteadyRun)
+	}
+}
+
+// testLog writes the harness's progress to the test log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,180 @@
+package nodegroup
+
+import (
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+)
+
+// CacheOptions keeps the manager's cache to what the operator needs, not every object
+// of the management cluster and not every field: at thousands of pools the cache is
+// most of the operator's memory.
+//
+//   - its own MachineDeployments, holding only their metadata, the replicas, the
+//     template references and the replica counts of the status (what the controller,
+//     the webhook and internal/apply read);
+//   - its own health checks, holding only their metadata (internal/apply compares
+//     nothing else);
+//   - the MachineSets of its pools;
+//   - the metadata of its templates (their content is large and never read back),
+//     down to the labels a clean-up selects by and the owners;
+//   - of every object, no managedFields and no last-applied-configuration annotation,
+//     which nothing reads from the cache and which are often the larger part of it;
+//     and the strings thousands of objects repeat (namespaces, label and annotation
+//     keys and values, owners' kinds, condition reasons and messages) held once.
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})
+	poolReq, _ := labels.NewRequirement(render.LabelPool, selection.Exists, nil)
+	byObject := map[client.Object]cache.ByObject{
+		&clusterv1.MachineDeployment{}:  {Label: managed, Transform: trimMachineDeployment},
+		&clusterv1.MachineHealthCheck{}: {Label: managed, Transform: trimMachineHealthCheck},
+		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq)},
+	}
+	for _, gvk := range templateKinds {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		byObject[m] = cache.ByObject{Label: managed, Transform: trimTemplate}
+	}
+	return cache.Options{ByObject: byObject, DefaultTransform: compact}
+}
+
+// compact is the transform of every cached object: see CacheOptions.
+func compact(in any) (any, error) {
+	obj, ok := in.(client.Object)
+	if !ok {
+		return in, nil
+	}
+	compactMeta(obj)
+	if ng, ok := obj.(*v1.NodeGroup); ok {
+		ng.Spec.ClusterName = intern(ng.Spec.ClusterName)
+		ng.Spec.NodeGroupClassName = intern(ng.Spec.NodeGroupClassName)
+		ng.Spec.LocationName = intern(ng.Spec.LocationName)
+		for i := range ng.Status.Conditions {
+			c := &ng.Status.Conditions[i]
+			c.Type, c.Status = intern(c.Type), metav1.ConditionStatus(intern(string(c.Status)))
+			c.Reason, c.Message = intern(c.Reason), intern(c.Message)
+		}
+	}
+	return obj, nil
+}
+
+// lastApplied is kubectl's client-side apply annotation: a copy of the whole object.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+func compactMeta(obj metav1.Object) {
+	if obj.GetManagedFields() != nil {
+		obj.SetManagedFields(nil)
+	}
+	obj.SetNamespace(intern(obj.GetNamespace()))
+	if l := obj.GetLabels(); len(l) > 0 {
+		obj.SetLabels(internMap(l))
+	}
+	if a := obj.GetAnnotations(); len(a) > 0 {
+		delete(a, lastApplied)
+		obj.SetAnnotations(internMap(a))
+	}
+	refs := obj.GetOwnerReferences()
+	for i := range refs {
+		refs[i].APIVersion, refs[i].Kind = intern(refs[i].APIVersion), intern(refs[i].Kind)
+	}
+	fins := obj.GetFinalizers()
+	for i := range fins {
+		fins[i] = intern(fins[i])
+	}
+}
+
+func trimMachineDeployment(in any) (any, error) {
+	md, ok := in.(*clusterv1.MachineDeployment)
+	if !ok {
+		return in, nil
+	}
+	out := &clusterv1.MachineDeployment{TypeMeta: md.TypeMeta, ObjectMeta: md.ObjectMeta}
+	compactMeta(out)
+	out.Spec.Replicas = md.Spec.Replicas
+	out.Spec.Template.Spec.Bootstrap.ConfigRef = internRef(md.Spec.Template.Spec.Bootstrap.ConfigRef)
+	out.Spec.Template.Spec.InfrastructureRef = internRef(md.Spec.Template.Spec.InfrastructureRef)
+	out.Status.Replicas = md.Status.Replicas
+	out.Status.ReadyReplicas = md.Status.ReadyReplicas
+	return out, nil
+}
+
+func internRef(r clusterv1.ContractVersionedObjectReference) clusterv1.ContractVersionedObjectReference {
+	r.APIGroup, r.Kind = intern(r.APIGroup), intern(r.Kind)
+	return r
+}
+
+func trimMachineHealthCheck(in any) (any, error) {
+	mhc, ok := in.(*clusterv1.MachineHealthCheck)
+	if !ok {
+		return in, nil
+	}
+	out := &clusterv1.MachineHealthCheck{TypeMeta: mhc.TypeMeta, ObjectMeta: mhc.ObjectMeta}
+	compactMeta(out)
+	return out, nil
+}
+
+func trimTemplate(in any) (any, error) {
+	m, ok := in.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return in, nil
+	}
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: m.OwnerReferences,
+		Labels: map[string]string{},
+	}}
+	for _, k := range []string{render.LabelManagedBy, render.LabelPool} {
+		if v, ok := m.Labels[k]; ok {
+			out.Labels[k] = v
+		}
+	}
+	compactMeta(out)
+	return out, nil
+}
+
+// Interned strings: held once however many cached objects carry them. The table keeps
+// short strings only and stops growing at a bound, so strings that are not repeated
+// (names in messages, say) cost at most that much.
+const (
+	internMaxLen     = 128
+	internMaxEntries = 1 << 16
+)
+
+var (
+	interned      sync.Map // string -> string
+	internedCount atomic.Int64
+)
+
+func intern(s string) string {
+	if s == "" || len(s) > internMaxLen {
+		return s
+	}
+	if v, ok := interned.Load(s); ok {
+		return v.(string)
+	}
+	if internedCount.Load() >= internMaxEntries {
+		return s
+	}
+	v, loaded := interned.LoadOrStore(s, s)
+	if !loaded {
+		internedCount.Add(1)
+	}
+	return v.(string)
+}
+
+func internMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[intern(k)] = intern(v)
+	}
+	return out
+}

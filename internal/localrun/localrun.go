@@ -1,0 +1,196 @@
+// Package localrun runs the operator binary beside a local control plane
+// (internal/testenv) the way the chart deploys it: the chart's RBAC and built-in objects
+// installed with the Helm Go SDK, and the binary authenticated as the chart's
+// ServiceAccount, so a local run proves the chart's RBAC is enough. The demo and the
+// scale benchmark under hack/ share it.
+package localrun
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The release the chart is installed as.
+const (
+	ReleaseName      = "nodegroup-operator"
+	ReleaseNamespace = "nodegroup-system"
+	ServiceAccount   = "nodegroup-operator"
+)
+
+// OperatorUser is the user name the API server sees for the operator run with
+// ServiceAccountKubeconfig, as audit events and RBAC name it.
+const OperatorUser = "system:serviceaccount:" + ReleaseNamespace + ":" + ServiceAccount
+
+// BuildOperator builds cmd/nodegroup-operator of the repository at root into out.
+func BuildOperator(root, out string) error {
+	build := exec.Command(goTool(), "build", "-o", out, "./cmd/nodegroup-operator")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building the operator: %w", err)
+	}
+	return nil
+}
+
+// goTool is the go command: the one on the PATH, else the toolchain this program was
+// built with (a test binary may run without the PATH its go command had).
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// InstallChart renders the platform chart at root with the Helm Go SDK and applies what
+// it renders: RBAC, the built-in classes and location, the Deployment (inert here: a
+// local control plane runs no kubelet). The CRDs are already installed with the control
+// plane. The webhook is off: the API server cannot call back into a local process by
+// Service name.
+func InstallChart(ctx context.Context, c client.Client, root string) error {
+	ch, err := loader.Load(filepath.Join(root, "charts", "nodegroup-operator"))
+	if err != nil {
+		return err
+	}
+	vals := map[string]any{"webhook": map[string]any{"enabled": false}}
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
+		Name: ReleaseName, Namespace: ReleaseNamespace, Revision: 1, IsInstall: true,
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("chart values: %w", err)
+	}
+	out, err := engine.Render(ch, rv)
+	if err != nil {
+		return fmt.Errorf("rendering the chart: %w", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}
+	if err := c.Create(ctx, ns); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			continue
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out[name])))
+		for {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			if obj.GetNamespace() == "" && namespaced(obj.GetKind()) {
+				obj.SetNamespace(ReleaseNamespace)
+			}
+			if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
+				return fmt.Errorf("%s: applying %s %s: %w", name, obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func namespaced(kind string) bool {
+	switch kind {
+	case "ClusterRole", "ClusterRoleBinding", "NodeGroupClass", "Location", "ValidatingWebhookConfiguration", "Namespace":
+		return false
+	}
+	return true
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates as the chart's
+// ServiceAccount with a token valid for validity, so the operator runs with exactly the
+// chart's RBAC.
+func ServiceAccountKubeconfig(ctx context.Context, cfg *rest.Config, path string, validity time.Duration) error {
+	token, err := ServiceAccountToken(ctx, cfg, ReleaseNamespace, ServiceAccount, validity)
+	if err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["operator"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "operator", Namespace: ReleaseNamespace}
+	kc.CurrentContext = "operator"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
+}
+
+// ServiceAccountToken requests a token of the ServiceAccount namespace/name, valid for
+// validity.
+func ServiceAccountToken(ctx context.Context, cfg *rest.Config, namespace, name string, validity time.Duration) (string, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	expiry := int64(validity / time.Second)
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("a token for the ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// ServiceAccountConfig creates the ServiceAccount namespace/name, binds it to the
+// ClusterRole clusterRole, and returns a client configuration that authenticates as it
+// with a token valid for validity: another client that the API server authenticates and
+// schedules like the operator.
+func ServiceAccountConfig(ctx context.Context, cfg *rest.Config, namespace, name, clusterRole string, validity time.Duration) (*rest.Config, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: namespace + ":" + name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	token, err := ServiceAccountToken(ctx, cfg, namespace, name, validity)
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{Host: cfg.Host, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}, BearerToken: token}, nil
+}
