@@ -18,24 +18,26 @@
 // NodeGroup. An object of the desired name that lacks the label, or that another object
 // controls, is never adopted or overwritten: Apply returns an error instead.
 //
-// A mutable object carries AnnotationApplied: the digest of the body last applied to it
-// and the generation that apply left it at. An Applier made with NewCached also reads an
-// informer cache, so that a resync, and the first reconcile after a restart, send no
-// request at all, not even a read or a dry run:
+// A mutable object carries AnnotationApplied: digests of the body and of the spec last
+// applied to it, and the generation that apply left it at. An Applier made with
+// NewCached also reads an informer cache, so that a resync, and the first reconcile
+// after a restart, send no request at all, not even a read or a dry run:
 //
 //   - a template the cache holds is not read again;
-//   - a mutable object is left alone when the cache shows it exactly as the last write
-//     or dry run of this process left it (same UID, generation, labels, annotations,
-//     owners) and the desired body is the one sent then: any change by someone else to
-//     the spec bumps the generation, and to the metadata changes the metadata;
-//   - otherwise it is left alone when its annotation names the desired body's digest
-//     and its current generation (so the last apply sent this body, and nobody changed
-//     the spec since) and its labels, annotations and owners hold ours: an apply would
-//     change nothing. Only metadata is compared, so the cache may keep just that.
+//   - a mutable object whose annotation names the desired body and its current
+//     generation (the last apply sent this body, so no field we sent before and dropped
+//     since is still ours; nobody changed the spec since) and whose labels, annotations
+//     and owners hold ours is left alone: an apply would change nothing. Only metadata
+//     is compared, so the cache may keep just that;
+//   - one whose annotation names its current generation but another body is applied
+//     without a dry run: its spec is as our last apply left it, so the apply changes
+//     something, and the annotation's spec digest tells whether the generation moves.
 //
-// Anything else goes the uncached way, with live reads and a dry run; a dry run that
+// Anything else goes the uncached way, with live reads and a dry run. A dry run that
 // differs from the live object only in the generation of AnnotationApplied (someone
-// scaled the MachineDeployment) is no reason to write.
+// else moved it: cluster-autoscaler scaled the MachineDeployment) is no reason to
+// write; the Applier remembers that generation instead, so the next resync sends
+// nothing either.
 package apply
 
 import (
@@ -69,8 +71,9 @@ import (
 const FieldManager = "nodegroup-operator"
 
 // AnnotationApplied is set on every mutable object the operator applies:
-// "<digest>/<generation>", the SHA-256 (first 128 bits, hex) of the applied body without
-// this annotation, and the metadata.generation the apply leaves the object at.
+// "<body>/<spec>/<generation>", the SHA-256 of the applied body without this annotation
+// (first 128 bits, hex) and of its spec (first 64 bits), and the metadata.generation
+// the apply leaves the object at.
 const AnnotationApplied = "nodegroup.io/applied"
 
 // Result says what Apply did to one object.
@@ -144,23 +147,22 @@ type Applier struct {
 
 	mu    sync.Mutex
 	stats Stats
-	// settled remembers, per mutable object, its state after the last write or the last
-	// dry run that showed no change, and the desired body's digest then.
-	settled map[string]settledState
+	// confirmed holds the mutable objects whose generation someone else moved past
+	// their AnnotationApplied, and which a dry run found current at that generation.
+	confirmed map[objectKey]confirmation
 }
 
-// settledState is an object as a write or dry run left it, and the digests of the body
-// and of its spec that left it so.
-type settledState struct {
-	live         liveState
-	digest, spec [sha256.Size]byte
+type objectKey struct {
+	gk              schema.GroupKind
+	namespace, name string
 }
 
-// liveState is what any change of a live object's spec or metadata changes.
-type liveState struct {
+// confirmation is a generation of an object at which a dry run of a body found it
+// current.
+type confirmation struct {
 	uid        types.UID
 	generation int64
-	meta       [sha256.Size]byte
+	body       string
 }
 
 // New returns an Applier that writes with c and reads live objects with reader.
@@ -175,7 +177,7 @@ func New(c client.Client, reader client.Reader) *Applier {
 	if reader == nil {
 		reader = c
 	}
-	return &Applier{client: c, reader: reader, settled: map[string]settledState{}}
+	return &Applier{client: c, reader: reader, confirmed: map[objectKey]confirmation{}}
 }
 
 // NewCached is New with cached, an informer cache (a manager's GetCache()) that holds
@@ -258,6 +260,9 @@ func Desired(owner Owner, obj client.Object) (*unstructured.Unstructured, error)
 	return stamped(u, sum, 1), nil
 }
 
+// digests are the digests of a desired body and of its spec.
+type digests struct{ body, spec string }
+
 // isTemplate: render named obj after its content.
 func isTemplate(obj client.Object) bool {
 	_, ok := obj.GetAnnotations()[render.AnnotationTemplateHashVersion]
@@ -265,37 +270,53 @@ func isTemplate(obj client.Object) bool {
 }
 
 // desiredObject is obj as the unstructured apply configuration we send, without
-// AnnotationApplied (see stamped), and the digest of that body. Only what render set
-// goes in, plus our label and owner reference: the typed-to-unstructured conversion
-// would otherwise send `creationTimestamp: null` and an empty status, and claim them.
-func desiredObject(owner Owner, obj client.Object) (*unstructured.Unstructured, [sha256.Size]byte, error) {
+// AnnotationApplied (see stamped), and the digests of that body and its spec. Only what
+// render set goes in, plus our label and owner reference: the typed-to-unstructured
+// conversion would otherwise send `creationTimestamp: null` and an empty status, and
+// claim them.
+func desiredObject(owner Owner, obj client.Object) (*unstructured.Unstructured, digests, error) {
 	u, err := desiredBody(owner, obj)
 	if err != nil {
-		return nil, [sha256.Size]byte{}, err
+		return nil, digests{}, err
 	}
 	if annotations := u.GetAnnotations(); annotations != nil {
 		delete(annotations, AnnotationApplied)
 		u.SetAnnotations(annotations)
 	}
-	sum, err := digest(u.Object)
-	return u, sum, err
+	body, err := digest(u.Object, 16)
+	if err != nil {
+		return nil, digests{}, err
+	}
+	spec, err := digest(u.Object["spec"], 8)
+	return u, digests{body, spec}, err
 }
 
-// stamped is a copy of desired with AnnotationApplied for its digest sum and the
+// stamped is a copy of desired with AnnotationApplied for its digests and the
 // generation the apply is to leave the object at.
-func stamped(desired *unstructured.Unstructured, sum [sha256.Size]byte, generation int64) *unstructured.Unstructured {
+func stamped(desired *unstructured.Unstructured, sum digests, generation int64) *unstructured.Unstructured {
 	u := desired.DeepCopy()
 	annotations := u.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AnnotationApplied] = stamp(sum, generation)
+	annotations[AnnotationApplied] = sum.body + "/" + sum.spec + "/" + strconv.FormatInt(generation, 10)
 	u.SetAnnotations(annotations)
 	return u
 }
 
-func stamp(sum [sha256.Size]byte, generation int64) string {
-	return hex.EncodeToString(sum[:16]) + "/" + strconv.FormatInt(generation, 10)
+// appliedStamp is AnnotationApplied read back.
+type appliedStamp struct {
+	digests
+	generation int64
+}
+
+func readStamp(obj metav1.Object) (appliedStamp, bool) {
+	parts := strings.Split(obj.GetAnnotations()[AnnotationApplied], "/")
+	if len(parts) != 3 {
+		return appliedStamp{}, false
+	}
+	generation, err := strconv.ParseInt(parts[2], 10, 64)
+	return appliedStamp{digests{parts[0], parts[1]}, generation}, err == nil
 }
 
 func desiredBody(owner Owner, obj client.Object) (*unstructured.Unstructured, error) {
@@ -369,43 +390,30 @@ func isMachineDeployment(gvk schema.GroupVersionKind) bool {
 
 // apply is the rule for mutable objects: create by apply when missing; otherwise a dry
 // run, and a real apply only when the dry run differs from the live object. With a
-// cache, an object the cache shows as the last write or dry run left it is skipped, and
-// one that only our desired body changed since is applied without a dry run. It returns
-// the server's copy when it wrote.
-func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.Unstructured, sum [sha256.Size]byte) (Result, *unstructured.Unstructured, error) {
+// cache, the cached object's AnnotationApplied decides first (see the package comment).
+// It returns the server's copy when it wrote.
+func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.Unstructured, sum digests) (Result, *unstructured.Unstructured, error) {
 	what := describe(desired)
-	key := settledKey(desired)
-	spec, err := digest(desired.Object["spec"])
-	if err != nil {
-		return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
-	}
+	key := objectKey{desired.GroupVersionKind().GroupKind(), desired.GetNamespace(), desired.GetName()}
 	if cur, ok := a.cachedObject(ctx, desired); ok && cur != nil {
 		if err := checkOurs(cur, owner); err != nil {
 			return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 		}
-		state, err := liveStateOf(cur)
-		if err != nil {
-			return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
-		}
-		switch last, ok := a.lastSettled(key); {
-		case ok && last.live == state && last.digest == sum:
+		last, stamped := readStamp(cur)
+		current := stamped && last.generation == cur.GetGeneration()
+		switch {
+		case current && last.body == sum.body && holdsOurs(cur, desired),
+			a.isConfirmed(key, cur, sum) && holdsOurs(cur, desired):
 			a.count(func(s *Stats) { s.Skipped++ })
 			return Unchanged, nil, nil
-		case ok && last.live == state:
-			// Only our desired body changed since our last write: a dry run would only
-			// say what we know, and a changed spec is one more generation.
+		case current:
+			// The spec is as our last apply left it and the body differs: the apply
+			// changes something, and a changed spec is one more generation.
 			generation := cur.GetGeneration()
-			if spec != last.spec {
+			if last.spec != sum.spec {
 				generation++
 			}
-			sent := stamped(desired, sum, generation)
-			if err := a.patch(ctx, sent, false); err != nil {
-				return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
-			}
-			return Updated, sent, a.settle(key, sent, sum, spec)
-		case appliedAs(cur, desired, sum):
-			a.count(func(s *Stats) { s.Skipped++ })
-			return Unchanged, nil, a.settle(key, cur, sum, spec)
+			return a.send(ctx, key, desired, sum, generation, Updated)
 		}
 	}
 
@@ -414,11 +422,7 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 		return Unchanged, nil, fmt.Errorf("apply %s: reading the live object: %w", what, err)
 	}
 	if live == nil {
-		sent := stamped(desired, sum, 1)
-		if err := a.patch(ctx, sent, false); err != nil {
-			return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
-		}
-		return Created, sent, a.settle(key, sent, sum, spec)
+		return a.send(ctx, key, desired, sum, 1, Created)
 	}
 	if err := checkOurs(live, owner); err != nil {
 		return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
@@ -430,13 +434,40 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 	}
 	if sameObject(dry, live) {
 		a.count(func(s *Stats) { s.Skipped++ })
-		return Unchanged, nil, a.settle(key, live, sum, spec)
+		a.confirm(key, live, sum)
+		return Unchanged, nil, nil
 	}
-	sent := stamped(desired, sum, dry.GetGeneration())
+	return a.send(ctx, key, desired, sum, dry.GetGeneration(), Updated)
+}
+
+// send applies desired, stamped with the generation it is to leave the object at.
+func (a *Applier) send(ctx context.Context, key objectKey, desired *unstructured.Unstructured, sum digests, generation int64, result Result) (Result, *unstructured.Unstructured, error) {
+	sent := stamped(desired, sum, generation)
 	if err := a.patch(ctx, sent, false); err != nil {
-		return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
+		return Unchanged, nil, fmt.Errorf("apply %s: %w", describe(desired), err)
 	}
-	return Updated, sent, a.settle(key, sent, sum, spec)
+	a.mu.Lock()
+	delete(a.confirmed, key)
+	a.mu.Unlock()
+	return result, sent, nil
+}
+
+// confirm remembers that a dry run of the body found live current at its generation,
+// when its annotation does not say so itself.
+func (a *Applier) confirm(key objectKey, live metav1.Object, sum digests) {
+	if last, ok := readStamp(live); ok && last.generation == live.GetGeneration() && last.body == sum.body {
+		return
+	}
+	a.mu.Lock()
+	a.confirmed[key] = confirmation{uid: live.GetUID(), generation: live.GetGeneration(), body: sum.body}
+	a.mu.Unlock()
+}
+
+func (a *Applier) isConfirmed(key objectKey, cur metav1.Object, sum digests) bool {
+	a.mu.Lock()
+	c, ok := a.confirmed[key]
+	a.mu.Unlock()
+	return ok && c == confirmation{uid: cur.GetUID(), generation: cur.GetGeneration(), body: sum.body}
 }
 
 // cachedObject reads desired's live object from the cache as a typed object; ok is
@@ -464,51 +495,21 @@ func (a *Applier) cachedObject(ctx context.Context, desired *unstructured.Unstru
 	return nil, false
 }
 
-func (a *Applier) lastSettled(key string) (settledState, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, ok := a.settled[key]
-	return s, ok
-}
-
-// settle remembers obj (the server's copy after a write, or the live object a dry run
-// matched) as the state the desired body with digest sum (spec: of its spec) leaves.
-func (a *Applier) settle(key string, obj metav1.Object, sum, spec [sha256.Size]byte) error {
-	state, err := liveStateOf(obj)
-	if err != nil {
-		return err
-	}
-	a.mu.Lock()
-	a.settled[key] = settledState{live: state, digest: sum, spec: spec}
-	a.mu.Unlock()
-	return nil
-}
-
 // Forget drops what the Applier remembers of the mutable objects named name in
-// namespace (of any kind): call it when they are deleted, so the memory does not grow.
+// namespace (of any kind): call it when they are deleted.
 func (a *Applier) Forget(namespace, name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for key := range a.settled {
-		if strings.HasSuffix(key, " "+namespace+"/"+name) {
-			delete(a.settled, key)
+	for key := range a.confirmed {
+		if key.namespace == namespace && key.name == name {
+			delete(a.confirmed, key)
 		}
 	}
 }
 
-func settledKey(u *unstructured.Unstructured) string {
-	return u.GroupVersionKind().GroupKind().String() + " " + u.GetNamespace() + "/" + u.GetName()
-}
-
-// appliedAs reports whether an apply of desired (whose digest is sum) to live would
-// change nothing, from live's metadata alone: its AnnotationApplied names this digest
-// (the last body applied was this one, so no field we sent before and dropped since is
-// still ours) and its current generation (nobody changed the spec since), and its
-// labels, annotations and owner references hold ours.
-func appliedAs(live metav1.Object, desired *unstructured.Unstructured, sum [sha256.Size]byte) bool {
-	if live.GetAnnotations()[AnnotationApplied] != stamp(sum, live.GetGeneration()) {
-		return false
-	}
+// holdsOurs reports whether live's labels, annotations and owner references hold the
+// desired ones (AnnotationApplied is compared by the caller).
+func holdsOurs(live metav1.Object, desired *unstructured.Unstructured) bool {
 	holds := func(live, want map[string]string) bool {
 		for k, v := range want {
 			if lv, ok := live[k]; !ok || lv != v {
@@ -530,25 +531,15 @@ func appliedAs(live metav1.Object, desired *unstructured.Unstructured, sum [sha2
 	return true
 }
 
-// liveStateOf is what identifies an object's spec and metadata version.
-func liveStateOf(obj metav1.Object) (liveState, error) {
-	meta, err := digest(struct {
-		Labels      map[string]string       `json:"l"`
-		Annotations map[string]string       `json:"a"`
-		Owners      []metav1.OwnerReference `json:"o"`
-		Finalizers  []string                `json:"f"`
-		Deleting    bool                    `json:"d"`
-	}{obj.GetLabels(), obj.GetAnnotations(), obj.GetOwnerReferences(), obj.GetFinalizers(), obj.GetDeletionTimestamp() != nil})
-	return liveState{uid: obj.GetUID(), generation: obj.GetGeneration(), meta: meta}, err
-}
-
-// digest is the SHA-256 of v's JSON (maps in key order, so equal values give equal sums).
-func digest(v any) ([sha256.Size]byte, error) {
+// digest is the first n bytes of the SHA-256 of v's JSON, in hex (maps are marshalled
+// in key order, so equal values give equal digests).
+func digest(v any, n int) (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return [sha256.Size]byte{}, err
+		return "", err
 	}
-	return sha256.Sum256(b), nil
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:n]), nil
 }
 
 // patch sends one server-side apply. It goes through Patch with a raw apply body because
@@ -677,8 +668,9 @@ func sameObject(dry, live *unstructured.Unstructured) bool {
 		// The generation in our annotation moves with changes that are not ours (a
 		// scale); it is written with the next change of ours, not for itself.
 		if v, ok, _ := unstructured.NestedString(c, "metadata", "annotations", AnnotationApplied); ok {
-			digest, _, _ := strings.Cut(v, "/")
-			_ = unstructured.SetNestedField(c, digest, "metadata", "annotations", AnnotationApplied)
+			if i := strings.LastIndexByte(v, '/'); i >= 0 {
+				_ = unstructured.SetNestedField(c, v[:i], "metadata", "annotations", AnnotationApplied)
+			}
 		}
 		return c
 	}
