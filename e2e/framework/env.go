@@ -9,23 +9,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -144,12 +142,7 @@ func (e *Env) binaries(ctx context.Context) error {
 		}
 	}
 	e.operatorBin = filepath.Join(e.Work, "nodegroup-operator")
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.operatorBin, "./cmd/nodegroup-operator")
-	build.Dir = e.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the operator: %w\n%s", err, out)
-	}
-	return nil
+	return localrun.BuildOperator(e.root, e.operatorBin)
 }
 
 func (e *Env) script(ctx context.Context, name string, args ...string) (string, error) {
@@ -241,7 +234,7 @@ func (e *Env) clusterAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hooks, err := splitYAML(string(data))
+	hooks, err := localrun.SplitYAML(string(data))
 	if err != nil {
 		return err
 	}
@@ -326,12 +319,15 @@ func (e *Env) operatorUp(ctx context.Context) error {
 	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}); err != nil {
 		return err
 	}
-	objs, err := chartObjects(e.root, map[string]any{
+	all, err := localrun.ChartObjects(e.root, map[string]any{
 		"webhook": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": false}},
 	})
 	if err != nil {
 		return err
 	}
+	// The operator runs here as a local process, not as the chart's Deployment: there is
+	// no kubelet to run its Pod.
+	objs := slices.DeleteFunc(all, func(obj *unstructured.Unstructured) bool { return obj.GetKind() == "Deployment" })
 	if e.opWebhook, err = freePort(); err != nil {
 		return err
 	}
@@ -346,7 +342,7 @@ func (e *Env) operatorUp(ctx context.Context) error {
 		return err
 	}
 	e.operatorCfg = filepath.Join(e.Work, "operator.kubeconfig")
-	if err := e.serviceAccountKubeconfig(ctx, e.operatorCfg); err != nil {
+	if err := localrun.ServiceAccountKubeconfig(ctx, e.Config, e.operatorCfg, 6*time.Hour); err != nil {
 		return err
 	}
 	return e.StartOperator(ctx)
@@ -382,27 +378,6 @@ func (e *Env) StopOperator() {
 
 // OperatorLog is the operator's log file.
 func (e *Env) OperatorLog() string { return filepath.Join(e.Work, "nodegroup-operator.log") }
-
-// serviceAccountKubeconfig writes a kubeconfig that authenticates as the chart's
-// ServiceAccount, so the operator runs with exactly the chart's RBAC.
-func (e *Env) serviceAccountKubeconfig(ctx context.Context, path string) error {
-	cs, err := kubernetes.NewForConfig(e.Config)
-	if err != nil {
-		return err
-	}
-	expiry := int64(6 * 3600)
-	tr, err := cs.CoreV1().ServiceAccounts(ReleaseNamespace).CreateToken(ctx, ServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("a token for the chart's ServiceAccount: %w", err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
-	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["operator"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "operator", Namespace: ReleaseNamespace}
-	kc.CurrentContext = "operator"
-	return clientcmd.WriteToFile(*kc, path)
-}
 
 func (e *Env) start(name, bin string, args ...string) (*process, error) {
 	p, err := startProcess(e.Work, name, bin, args...)

@@ -2,7 +2,7 @@
 // (internal/testenv) the way the chart deploys it: the chart's RBAC and built-in objects
 // installed with the Helm Go SDK, and the binary authenticated as the chart's
 // ServiceAccount, so a local run proves the chart's RBAC is enough. The demo and the
-// scale benchmark under hack/ share it.
+// scale benchmark under hack/, and the end-to-end environment (e2e/framework), share it.
 package localrun
 
 import (
@@ -74,59 +74,86 @@ func goTool() string {
 // plane. The webhook is off: the API server cannot call back into a local process by
 // Service name.
 func InstallChart(ctx context.Context, c client.Client, root string) error {
-	ch, err := loader.Load(filepath.Join(root, "charts", "nodegroup-operator"))
+	objs, err := ChartObjects(root, map[string]any{"webhook": map[string]any{"enabled": false}})
 	if err != nil {
 		return err
-	}
-	vals := map[string]any{"webhook": map[string]any{"enabled": false}}
-	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
-		Name: ReleaseName, Namespace: ReleaseNamespace, Revision: 1, IsInstall: true,
-	}, nil)
-	if err != nil {
-		return fmt.Errorf("chart values: %w", err)
-	}
-	out, err := engine.Render(ch, rv)
-	if err != nil {
-		return fmt.Errorf("rendering the chart: %w", err)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}
 	if err := c.Create(ctx, ns); err != nil {
 		return err
 	}
-	for _, name := range slices.Sorted(maps.Keys(out)) {
-		if strings.HasSuffix(name, "NOTES.txt") {
-			continue
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out[name])))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			obj := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
-			if obj.GetNamespace() == "" && namespaced(obj.GetKind()) {
-				obj.SetNamespace(ReleaseNamespace)
-			}
-			if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
-				return fmt.Errorf("%s: applying %s %s: %w", name, obj.GetKind(), obj.GetName(), err)
-			}
+	for _, obj := range objs {
+		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
 	return nil
 }
 
+// ChartObjects renders the platform chart at root with the Helm Go SDK, as the release
+// ReleaseName in ReleaseNamespace with values, and returns its objects in the order of
+// the chart's files, each namespaced kind in ReleaseNamespace.
+func ChartObjects(root string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	ch, err := loader.Load(filepath.Join(root, "charts", "nodegroup-operator"))
+	if err != nil {
+		return nil, err
+	}
+	rv, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{
+		Name: ReleaseName, Namespace: ReleaseNamespace, Revision: 1, IsInstall: true,
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("chart values: %w", err)
+	}
+	out, err := engine.Render(ch, rv)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the chart: %w", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		if !strings.HasSuffix(name, ".yaml") {
+			continue // NOTES.txt, helpers
+		}
+		docs, err := SplitYAML(out[name])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		for _, obj := range docs {
+			if obj.GetNamespace() == "" && namespaced(obj.GetKind()) {
+				obj.SetNamespace(ReleaseNamespace)
+			}
+			objs = append(objs, obj)
+		}
+	}
+	return objs, nil
+}
+
+// SplitYAML decodes a multi-document YAML stream, skipping empty documents.
+func SplitYAML(s string) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
+			return nil, err
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}
+
+// namespaced reports whether the chart's objects of kind live in a namespace.
 func namespaced(kind string) bool {
 	switch kind {
-	case "ClusterRole", "ClusterRoleBinding", "NodeGroupClass", "Location", "ValidatingWebhookConfiguration", "Namespace":
+	case "ClusterRole", "ClusterRoleBinding", "NodeGroupClass", "Location", "Namespace",
+		"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "CustomResourceDefinition":
 		return false
 	}
 	return true
