@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -291,4 +293,70 @@ func TestCachedScaleIsNoReasonToWrite(t *testing.T) {
 	}
 	f.apply(md, apply.Unchanged)
 	f.quiet("the apply after the scale was seen")
+}
+
+// TestCachedMachineSetKeepsItsTemplates: the cache keeps of a MachineSet only what a
+// clean-up reads, and that is enough: a superseded template an old MachineSet still
+// uses is kept without a live read, and deleted once the MachineSet is gone.
+func TestCachedMachineSetKeepsItsTemplates(t *testing.T) {
+	f := newCachedFixture(t)
+	ctx := t.Context()
+	for _, obj := range poolObjects(f.ns) {
+		f.apply(obj, apply.Created)
+	}
+	next := kubevirtTemplate(f.ns, "workers-k2")
+	f.apply(next, apply.Created)
+	md := machineDeployment(f.ns, "workers-t1", "workers-k2")
+	f.apply(md, apply.Updated)
+	ms := machineSet(f.ns, "tenant-workers-old", "workers-t1", "workers-k1")
+	ms.Spec.Replicas = new(int32(2))
+	if err := f.c.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	cachedSet := func() (*clusterv1.MachineSet, bool) {
+		got := &clusterv1.MachineSet{}
+		err := f.cache.Get(ctx, client.ObjectKeyFromObject(ms), got)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return got, err == nil
+	}
+	waitFor(t, "the cache to hold the MachineSet", func() bool { _, ok := cachedSet(); return ok })
+	f.settle(next, md)
+
+	got, _ := cachedSet()
+	if got.Spec.Template.Spec.Bootstrap.ConfigRef.Name != "workers-t1" || got.Spec.Template.Spec.InfrastructureRef.Name != "workers-k1" ||
+		got.Labels[render.LabelPool] != pool {
+		t.Errorf("the cached MachineSet lost what a clean-up reads: labels %v, template %+v", got.Labels, got.Spec.Template.Spec)
+	}
+	if got.Spec.ClusterName != "" || got.Spec.Replicas != nil || got.Spec.Template.Spec.Version != "" {
+		t.Errorf("the cached MachineSet keeps more than a clean-up reads: %+v", got.Spec)
+	}
+
+	keep := map[schema.GroupKind]string{talosGK: "workers-t1", kubevirtGK: "workers-k2"}
+	deleted, err := f.a.DeleteSupersededTemplates(ctx, f.ns, pool, mdName, keep, talosGVK, kubevirtGVK)
+	if err != nil || len(deleted) > 0 {
+		t.Fatalf("deleted %v, %v while a MachineSet uses it", deleted, err)
+	}
+	f.quiet("a clean-up whose only candidate a cached MachineSet uses")
+
+	if err := f.c.Delete(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cache to drop the MachineSet", func() bool { _, ok := cachedSet(); return !ok })
+	deleted, err = f.a.DeleteSupersededTemplates(ctx, f.ns, pool, mdName, keep, talosGVK, kubevirtGVK)
+	if err != nil || len(deleted) != 1 || deleted[0] != "workers-k1" {
+		t.Fatalf("deleted %v, %v; want workers-k1", deleted, err)
+	}
+	f.absent(kubevirtGVK, "workers-k1")
+}
+
+// waitFor polls cond for up to ten seconds and fails the test when it never holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

@@ -24,7 +24,9 @@ import (
 //     the webhook and internal/apply read);
 //   - its own health checks, holding only their metadata (internal/apply compares
 //     nothing else);
-//   - the MachineSets of its pools;
+//   - the MachineSets of its pools, holding only their metadata and template references
+//     (what a clean-up of superseded templates reads); Cluster API rewrites their status
+//     with every machine, and a rollout holds two per pool;
 //   - the metadata of its templates (their content is large and never read back),
 //     down to the labels a clean-up selects by and the owners;
 //   - of every object, no managedFields and no last-applied-configuration annotation,
@@ -37,7 +39,7 @@ func CacheOptions() cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&clusterv1.MachineDeployment{}:  {Label: managed, Transform: trimMachineDeployment},
 		&clusterv1.MachineHealthCheck{}: {Label: managed, Transform: trimMachineHealthCheck},
-		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq)},
+		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq), Transform: trimMachineSet},
 	}
 	for _, gvk := range templateKinds {
 		m := &metav1.PartialObjectMetadata{}
@@ -100,11 +102,29 @@ func trimMachineDeployment(in any) (any, error) {
 	out := &clusterv1.MachineDeployment{TypeMeta: md.TypeMeta, ObjectMeta: md.ObjectMeta}
 	compactMeta(out)
 	out.Spec.Replicas = md.Spec.Replicas
-	out.Spec.Template.Spec.Bootstrap.ConfigRef = internRef(md.Spec.Template.Spec.Bootstrap.ConfigRef)
-	out.Spec.Template.Spec.InfrastructureRef = internRef(md.Spec.Template.Spec.InfrastructureRef)
+	out.Spec.Template.Spec = templateRefs(md.Spec.Template.Spec)
 	out.Status.Replicas = md.Status.Replicas
 	out.Status.ReadyReplicas = md.Status.ReadyReplicas
 	return out, nil
+}
+
+func trimMachineSet(in any) (any, error) {
+	ms, ok := in.(*clusterv1.MachineSet)
+	if !ok {
+		return in, nil
+	}
+	out := &clusterv1.MachineSet{TypeMeta: ms.TypeMeta, ObjectMeta: ms.ObjectMeta}
+	compactMeta(out)
+	out.Spec.Template.Spec = templateRefs(ms.Spec.Template.Spec)
+	return out, nil
+}
+
+// templateRefs is a machine spec's references to its templates, and nothing else.
+func templateRefs(spec clusterv1.MachineSpec) clusterv1.MachineSpec {
+	var out clusterv1.MachineSpec
+	out.Bootstrap.ConfigRef = internRef(spec.Bootstrap.ConfigRef)
+	out.InfrastructureRef = internRef(spec.InfrastructureRef)
+	return out
 }
 
 func internRef(r clusterv1.ContractVersionedObjectReference) clusterv1.ContractVersionedObjectReference {
