@@ -177,15 +177,24 @@ func tuneMemory() {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	for _, file := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+	if limit, ok := containerMemoryLimit(cgroupMemoryFiles); ok {
+		debug.SetMemoryLimit(limit / 10 * 9)
+	}
+}
+
+// cgroupMemoryFiles hold a container's memory limit: cgroup v2, then v1.
+var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// containerMemoryLimit is the memory limit in bytes of the first of files that exists;
+// ok is false when it says there is none ("max", or cgroup v1's huge "no limit").
+func containerMemoryLimit(files []string) (limit int64, ok bool) {
+	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			continue
 		}
 		limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err == nil && limit > 0 && limit < 1<<50 { // "max", or cgroup v1's "no limit"
-			debug.SetMemoryLimit(limit / 10 * 9)
-		}
-		return
+		return limit, err == nil && limit > 0 && limit < 1<<50
 	}
+	return 0, false
 }
