@@ -366,7 +366,7 @@ func (r *Resolver) ControlPlaneVersion(ctx context.Context, c *clusterv1.Cluster
 	cp := &unstructured.Unstructured{}
 	cp.SetGroupVersionKind(mapping.GroupVersionKind)
 	reader, opts := r.Client, []client.GetOption(nil)
-	if r.Cache != nil && mapping.GroupVersionKind.GroupKind() == kamajiControlPlane {
+	if r.Cache != nil && mapping.GroupVersionKind.GroupKind() == KamajiControlPlane {
 		// Only this kind: the operator is allowed to watch it (and does), while an
 		// informer on a kind it may not list would never sync. One field is read: no
 		// copy of the cached object.
@@ -456,7 +456,8 @@ func (r *Resolver) talosSecretsLive(ctx context.Context, key types.NamespacedNam
 	return v, nil
 }
 
-var kamajiControlPlane = schema.GroupKind{Group: kamajiControlPlaneGroup, Kind: kamajiControlPlaneKind}
+// KamajiControlPlane is the control plane kind whose objects the operator caches.
+var KamajiControlPlane = schema.GroupKind{Group: kamajiControlPlaneGroup, Kind: kamajiControlPlaneKind}
 
 var talosKeys = []string{TalosKeyMachineToken, TalosKeyMachineCACert, TalosKeyClusterCACert, TalosKeyClusterID, TalosKeyClusterSecret, TalosKeyBootstrapToken}
 

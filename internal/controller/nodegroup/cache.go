@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -13,6 +14,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 )
 
 // CacheOptions keeps the manager's cache to what the operator needs, not every object
@@ -29,6 +31,8 @@ import (
 //     with every machine, and a rollout holds two per pool;
 //   - the metadata of its templates (their content is large and never read back),
 //     down to the labels a clean-up selects by and the owners;
+//   - of Clusters and Kamaji control planes, no status: only their specs are read, and
+//     their status is the larger part of them;
 //   - of every object, no managedFields and no last-applied-configuration annotation,
 //     which nothing reads from the cache and which are often the larger part of it;
 //     and the strings thousands of objects repeat (namespaces, label and annotation
@@ -56,6 +60,14 @@ func compact(in any) (any, error) {
 		return in, nil
 	}
 	compactMeta(obj)
+	switch o := obj.(type) {
+	case *clusterv1.Cluster:
+		o.Status = clusterv1.ClusterStatus{}
+	case *unstructured.Unstructured:
+		if o.GroupVersionKind().GroupKind() == resolve.KamajiControlPlane {
+			delete(o.Object, "status")
+		}
+	}
 	if ng, ok := obj.(*v1.NodeGroup); ok {
 		ng.Spec.ClusterName = intern(ng.Spec.ClusterName)
 		ng.Spec.NodeGroupClassName = intern(ng.Spec.NodeGroupClassName)

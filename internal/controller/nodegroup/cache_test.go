@@ -1,0 +1,74 @@
+package nodegroup_test
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+)
+
+// TestCacheDropsStatusesNobodyReads: the cache keeps the specs of Clusters and Kamaji
+// control planes without their status, and keeps a pool's status, which the
+// controller writes back.
+func TestCacheDropsStatusesNobodyReads(t *testing.T) {
+	transform := nodegroup.CacheOptions().DefaultTransform
+	condition := metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Ready", Message: "up"}
+
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "capi"}}},
+		Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KamajiControlPlane", Name: "tenant"}},
+		Status: clusterv1.ClusterStatus{Phase: "Provisioned", Conditions: []metav1.Condition{condition}},
+	}
+	out, err := transform(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*clusterv1.Cluster)
+	if got.Status.Phase != "" || len(got.Status.Conditions) > 0 || got.ManagedFields != nil {
+		t.Errorf("the cached Cluster keeps its status or managed fields: %+v", got.Status)
+	}
+	if got.Spec.ControlPlaneRef.Name != "tenant" {
+		t.Errorf("the cached Cluster lost its spec: %+v", got.Spec)
+	}
+
+	withStatus := func(group, kind string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": group + "/v1alpha2", "kind": kind,
+			"metadata": map[string]any{"namespace": "tenant", "name": "tenant"},
+			"spec":     map[string]any{"version": "v1.35.4"},
+			"status":   map[string]any{"ready": true, "version": "v1.35.4"},
+		}}
+		return u
+	}
+	kcp := withStatus("controlplane.cluster.x-k8s.io", "KamajiControlPlane")
+	if _, err := transform(kcp); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := kcp.Object["status"]; ok {
+		t.Error("the cached KamajiControlPlane keeps its status")
+	}
+	if v, _, _ := unstructured.NestedString(kcp.Object, "spec", "version"); v != "v1.35.4" {
+		t.Errorf("the cached KamajiControlPlane lost spec.version: %v", kcp.Object["spec"])
+	}
+	other := withStatus("example.com", "Other")
+	if _, err := transform(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := other.Object["status"]; !ok {
+		t.Error("the status of a kind the cache does not trim was dropped")
+	}
+
+	ng := &v1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "workers"},
+		Status: v1.NodeGroupStatus{Conditions: []metav1.Condition{condition}}}
+	if _, err := transform(ng); err != nil {
+		t.Fatal(err)
+	}
+	if len(ng.Status.Conditions) != 1 {
+		t.Error("the cached NodeGroup lost its status")
+	}
+}
