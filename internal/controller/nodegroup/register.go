@@ -82,7 +82,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		Named(r.Name()).
 		For(&v1.NodeGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()))).
 		Owns(&clusterv1.MachineDeployment{}).
-		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel)).
+		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel), builder.WithPredicates(machineSetChanged())).
 		Watches(&v1.NodeGroupClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexClass, false))).
 		Watches(&v1.Location{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexLocation, false))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexCluster, true))).
@@ -99,7 +99,14 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		Complete(r)
 }
 
-// deletionPredicate lets a NodeGroup's deletion through (it changes no generation).
+// machineSetChanged lets through what a pool reads of a MachineSet, which templates it
+// uses: its creation, deletion, spec and labels; not the status Cluster API rewrites
+// with every machine it creates, drains or deletes.
+func machineSetChanged() predicate.Predicate {
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate())
+}
+
+// deletionPredicate lets an object's deletion through (it changes no generation).
 func deletionPredicate() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }}
 }

@@ -1,0 +1,43 @@
+package nodegroup
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+// TestMachineSetChanged: a MachineSet's status alone wakes no pool; its spec, labels,
+// deletion, creation and removal do.
+func TestMachineSetChanged(t *testing.T) {
+	old := &clusterv1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant-workers-abc", Generation: 2, ResourceVersion: "10",
+			Labels: map[string]string{"nodegroup.io/pool": "workers"}},
+		Status: clusterv1.MachineSetStatus{Replicas: new(int32(1))},
+	}
+	change := func(f func(ms *clusterv1.MachineSet)) *clusterv1.MachineSet {
+		ms := old.DeepCopy()
+		ms.ResourceVersion = "11"
+		f(ms)
+		return ms
+	}
+	p := machineSetChanged()
+	for _, tc := range []struct {
+		name string
+		new  *clusterv1.MachineSet
+		want bool
+	}{
+		{"status only", change(func(ms *clusterv1.MachineSet) { ms.Status.ReadyReplicas = new(int32(1)) }), false},
+		{"spec", change(func(ms *clusterv1.MachineSet) { ms.Generation++ }), true},
+		{"labels", change(func(ms *clusterv1.MachineSet) { ms.Labels = map[string]string{"nodegroup.io/pool": "other"} }), true},
+		{"deletion", change(func(ms *clusterv1.MachineSet) { now := metav1.Now(); ms.DeletionTimestamp = &now }), true},
+	} {
+		if got := p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !p.Create(event.CreateEvent{Object: old}) || !p.Delete(event.DeleteEvent{Object: old}) {
+		t.Error("a MachineSet's creation or removal is filtered out")
+	}
+}
