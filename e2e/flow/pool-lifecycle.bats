@@ -101,9 +101,10 @@ setup() {
   run kubectl patch -n tenant-demo nodegroup/web --type merge -p '{"spec":{"nodeGroupClassName":"kairos"}}'
   [ "$status" -ne 0 ]
   [[ "$output" == *denied* ]]
-  # The pool still names its Talos class (the built-in default, when it names none).
+  # The pool still names the built-in talos class (the default: web.yaml names none).
   run kubectl get nodegroup -n tenant-demo web -o jsonpath='{.spec.nodeGroupClassName}'
-  [ "$output" != kairos ]
+  [ "$status" -eq 0 ]
+  [ "$output" = talos ]
   run kubectl get machines -n tenant-demo -l cluster.x-k8s.io/deployment-name=demo-web -o name
   [ "$(echo "$output" | wc -l)" -eq 2 ]
 }

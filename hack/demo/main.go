@@ -26,7 +26,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -36,7 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
@@ -174,14 +172,11 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 	if err != nil {
 		return err
 	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	objs, err := localrun.SplitYAML(string(data))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, obj := range objs {
 		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("demo"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("%s: applying %s %s: %w", path, obj.GetKind(), obj.GetName(), err)
 		}

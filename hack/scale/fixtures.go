@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
@@ -19,16 +18,12 @@ import (
 // built-in kairos class needs the catalog's disk, which is not published yet).
 const kairosClass = "kairos-scale"
 
-// tenantLabel marks the benchmark's tenant namespaces.
-const tenantLabel = "scale.nodegroup.io/tenant"
-
 // pool is one NodeGroup of the benchmark.
 type pool struct {
 	namespace, name string
 	os              v1.OSFamily
 	// tenant is the index of its namespace, index its place among all pools.
 	tenant, index int
-	uid           types.UID
 	// bumped: the change wave changes this pool.
 	bumped bool
 }
@@ -90,7 +85,7 @@ func (h *harness) createFixtures(ctx context.Context) error {
 	}
 	var created atomic.Int64
 	err := parallel(ctx, 16, n, func(ctx context.Context, i int) error {
-		if err := testenv.CreateTenant(ctx, h.admin, h.tenant[i], map[string]string{tenantLabel: "true"}); err != nil {
+		if err := testenv.CreateTenant(ctx, h.admin, h.tenant[i], nil); err != nil {
 			return fmt.Errorf("tenant %s: %w", h.tenant[i], err)
 		}
 		for j := range per {
@@ -99,7 +94,6 @@ func (h *harness) createFixtures(ctx context.Context) error {
 			if err := h.admin.Create(ctx, ng); err != nil {
 				return fmt.Errorf("pool %s: %w", p.key(), err)
 			}
-			p.uid = ng.UID
 		}
 		if c := created.Add(1); c%200 == 0 {
 			h.logf("    %d of %d namespaces", c, n)
@@ -124,31 +118,21 @@ func (h *harness) createFixtures(ctx context.Context) error {
 	return nil
 }
 
-// parallel runs f for 0..n-1 on workers goroutines and returns the first error; after
-// an error no new index is started.
+// parallel runs f for 0..n-1 on at most workers goroutines and returns the first
+// error; after an error no new index is started.
 func parallel(ctx context.Context, workers, n int, f func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		next     atomic.Int64
-		once     sync.Once
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	for range min(workers, n) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(ctx, i); err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-					return
-				}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err // another index failed while this one waited for a worker
 			}
+			return f(ctx, i)
 		})
 	}
-	wg.Wait()
-	return firstErr
+	return g.Wait()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -124,6 +125,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	h := &harness{cfg: cfg, root: testenv.RepoRoot(), byKey: map[string]*pool{}}
 	h.res = &Result{
 		Date:              time.Now().UTC().Format(time.RFC3339),
+		Commit:            gitCommit(h.root),
 		Cores:             runtime.NumCPU(),
 		Namespaces:        cfg.Namespaces,
 		PoolsPerNamespace: cfg.PoolsPerNamespace,
@@ -160,6 +162,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		h.logf("    done in %s", time.Since(start).Round(100*time.Millisecond))
 	}
 	return h.res, nil
+}
+
+// gitCommit is the short commit checked out in root, with "+dirty" when the work tree
+// has changes; empty when git cannot tell.
+func gitCommit(root string) string {
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	commit, err := git("rev-parse", "--short", "HEAD")
+	if err != nil || commit == "" {
+		return ""
+	}
+	if status, err := git("status", "--porcelain"); err == nil && status != "" {
+		commit += "+dirty"
+	}
+	return commit
 }
 
 func (h *harness) logf(format string, args ...any) { fmt.Fprintf(h.cfg.Log, format+"\n", args...) }

@@ -43,7 +43,7 @@ func main() {
 	flag.Float64Var(&cfg.WaveFraction, "wave", 0.1, "fraction of the pools the change wave bumps")
 	flag.DurationVar(&cfg.Timeout, "timeout", time.Hour, "longest wait for a convergence")
 	out := flag.String("out", "results", "folder of the results (text and JSON)")
-	profile := flag.Bool("pprof", false, "save the operator's CPU profile of the cold start and heap profiles into the results folder")
+	profile := flag.Bool("pprof", false, "save pprof profiles into the results folder: CPU profiles of the API server (bare, cold, restart, bare-again) and the operator (cold, restart), heap profiles of the operator (cold, steady)")
 	keepWork := flag.Bool("keep", false, "keep the work folder (operator binary, log, audit log)")
 	flag.Parse()
 

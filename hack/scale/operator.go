@@ -268,10 +268,10 @@ func cpuSeconds(pid int) float64 {
 	return (utime + stime) / clockTicks
 }
 
-// rss is a process's resident memory in MiB, from /proc/<pid>/status: now (VmRSS), at
-// its peak (VmHWM), and now split into anonymous memory (the Go heap and stacks) and
-// file-backed pages (the binary's code and data).
-type rss struct{ now, peak, anon, file float64 }
+// rss is a process's resident memory in MiB, from /proc/<pid>/status: at its peak
+// (VmHWM), and now split into anonymous memory (the Go heap and stacks) and file-backed
+// pages (the binary's code and data).
+type rss struct{ peak, anon, file float64 }
 
 func memory(pid int) rss {
 	var m rss
@@ -289,8 +289,6 @@ func memory(pid int) rss {
 			continue
 		}
 		switch k {
-		case "VmRSS":
-			m.now = kb / 1024
 		case "VmHWM":
 			m.peak = kb / 1024
 		case "RssAnon":

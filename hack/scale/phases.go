@@ -45,11 +45,8 @@ func (h *harness) runCold(ctx context.Context) error {
 	h.mark(phaseCold, start, at)
 	h.res.Cold.Seconds = at.Sub(start).Seconds()
 	h.res.Cold.CPU = h.cpuNow().since(before)
-	if h.res.Bare.Seconds > 0 {
-		h.res.Ratio = h.res.Cold.Seconds / h.res.Bare.Seconds // until the second bare run
-	}
 	h.res.AtConvergence = h.op.usage()
-	h.logf("    %d pools rendered in %.1f s (bare client: %.1f s, ratio %.2f)", len(h.pools), h.res.Cold.Seconds, h.res.Bare.Seconds, h.res.Ratio)
+	h.logf("    %d pools rendered in %.1f s (bare client: %.1f s)", len(h.pools), h.res.Cold.Seconds, h.res.Bare.Seconds)
 	if h.cfg.Profiles != "" {
 		h.heapProfile(ctx, "cold")
 	}
@@ -57,15 +54,21 @@ func (h *harness) runCold(ctx context.Context) error {
 	if err := h.verifyObjects(ctx); err != nil {
 		return err
 	}
-	tailBefore := h.cpuNow()
+	return h.quietTail(ctx, at, phaseColdTail, &h.res.ColdTail, "convergence")
+}
+
+// quietTail waits from at until the operator is quiet, marks that window as the phase
+// name and records its seconds and CPU into into; what names the moment at in the log.
+func (h *harness) quietTail(ctx context.Context, at time.Time, name string, into *Phase, what string) error {
+	before := h.cpuNow()
 	last, quiet, err := h.waitQuiet(ctx, at)
 	if err != nil {
 		return err
 	}
-	h.mark(phaseColdTail, at, quiet)
-	h.logf("    last write %.1f s after convergence", last.Sub(at).Seconds())
-	h.res.ColdTail.Seconds = quiet.Sub(at).Seconds()
-	h.res.ColdTail.CPU = h.cpuNow().since(tailBefore)
+	h.mark(name, at, quiet)
+	h.logf("    last write %.1f s after %s", last.Sub(at).Seconds(), what)
+	into.Seconds = quiet.Sub(at).Seconds()
+	into.CPU = h.cpuNow().since(before)
 	return nil
 }
 
@@ -299,15 +302,9 @@ func (h *harness) runWave(ctx context.Context) error {
 	h.res.Wave.CPU = h.cpuNow().since(before)
 	h.logf("    %d pools have new templates %.1f s after the first change (changes sent in %.1f s)", len(bumped), h.res.Wave.Seconds, h.res.Wave.PatchSeconds)
 
-	tailBefore := h.cpuNow()
-	last, quiet, err := h.waitQuiet(ctx, at)
-	if err != nil {
+	if err := h.quietTail(ctx, at, phaseWaveTail, &h.res.WaveTail, "the new templates"); err != nil {
 		return err
 	}
-	h.mark(phaseWaveTail, at, quiet)
-	h.logf("    last write %.1f s after the new templates", last.Sub(at).Seconds())
-	h.res.WaveTail.Seconds = quiet.Sub(at).Seconds()
-	h.res.WaveTail.CPU = h.cpuNow().since(tailBefore)
 	r1, err := h.op.reconciles(ctx, "nodegroup")
 	if err != nil {
 		return err
@@ -317,7 +314,7 @@ func (h *harness) runWave(ctx context.Context) error {
 	// Every pool has exactly the templates its status names: the changed pools' old
 	// ones are deleted, the others' are the ones they had.
 	templates := map[string][]string{}
-	for _, gvk := range managedKinds[:3] {
+	for _, gvk := range templateKinds {
 		err := listAll(ctx, h.admin, gvk, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, func(u *unstructured.Unstructured) {
 			key := u.GetNamespace() + "/" + u.GetLabels()[render.LabelPool]
 			templates[key] = append(templates[key], u.GetName())

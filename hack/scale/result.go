@@ -18,6 +18,9 @@ const (
 
 // Result is one run's figures; it is written as JSON and as a table.
 type Result struct {
+	// Commit is the code that ran: the short commit, "+dirty" with uncommitted changes;
+	// empty without git.
+	Commit            string `json:"commit,omitempty"`
 	Date              string `json:"date"`
 	Cores             int    `json:"cores"`
 	APIServer         string `json:"apiServer"`
@@ -147,7 +150,11 @@ func (r *Result) Problems() []string {
 // Table is the run as a text table.
 func (r *Result) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "nodegroup-operator scale benchmark, %s, %d cores, kube-apiserver %s\n", r.Date, r.Cores, r.APIServer)
+	commit := r.Commit
+	if commit == "" {
+		commit = "unknown commit"
+	}
+	fmt.Fprintf(&b, "nodegroup-operator scale benchmark, %s, %s, %d cores, kube-apiserver %s\n", commit, r.Date, r.Cores, r.APIServer)
 	fmt.Fprintf(&b, "%d pools (%d Talos, %d Kairos) in %d namespaces; concurrency %d; sync period %s\n\n",
 		r.Pools, r.TalosPools, r.KairosPools, r.Namespaces, r.Concurrency, r.SyncPeriod)
 

@@ -5,9 +5,10 @@
 //
 //   - Mutable objects (the MachineDeployment, the MachineHealthCheck) are written by
 //     server-side apply with one field manager, strict field validation and forced
-//     ownership of the fields we send. A dry-run apply comes first and its result is
-//     compared with the live object, so a resync that would change nothing sends no
-//     write: no new resourceVersion, no watch event, no reconcile storm.
+//     ownership of the fields we send. A resync that would change nothing sends no
+//     write (no new resourceVersion, no watch event, no reconcile storm): without a
+//     cache, or when AnnotationApplied cannot tell (below), a dry-run apply comes first
+//     and its result is compared with the live object.
 //   - Immutable templates are named by a hash of their content (render writes
 //     render.AnnotationTemplateHashVersion on them). A template of that name that exists
 //     already has that content, so it is never written again; a change of content is a
@@ -29,9 +30,11 @@
 //     since is still ours; nobody changed the spec since) and whose labels, annotations
 //     and owners hold ours is left alone: an apply would change nothing. Only metadata
 //     is compared, so the cache may keep just that;
-//   - one whose annotation names its current generation but another body is applied
-//     without a dry run: its spec is as our last apply left it, so the apply changes
-//     something, and the annotation's spec digest tells whether the generation moves.
+//   - one whose annotation names its current generation but that is otherwise not
+//     left alone (another body, or labels, annotations or owners that no longer hold
+//     ours) is applied without a dry run: its spec is as our last apply left it, so
+//     the apply changes something, and the annotation's spec digest tells whether the
+//     generation moves.
 //
 // Anything else goes the uncached way, with live reads and a dry run. A dry run that
 // differs from the live object only in the generation of AnnotationApplied (someone
@@ -132,7 +135,8 @@ type Stats struct {
 	Applies int
 	// DryRuns counts dry-run applies.
 	DryRuns int
-	// Skipped counts objects left as they were: a dry run showed no change, or the
+	// Skipped counts objects left as they were: their annotation in the cache, a dry
+	// run, or a dry run remembered for a scaled object showed no change; or the
 	// immutable template exists already.
 	Skipped int
 	// Deletes counts superseded templates deleted.
@@ -209,13 +213,8 @@ func (a *Applier) count(f func(*Stats)) {
 type Option func(*options)
 
 type options struct {
-	immutable bool
-	into      *unstructured.Unstructured
+	into *unstructured.Unstructured
 }
-
-// Immutable treats the object as a content-named template even without
-// render.AnnotationTemplateHashVersion: created when missing, never written otherwise.
-func Immutable() Option { return func(o *options) { o.immutable = true } }
 
 // ServerCopy receives the object as the API server returned it when Apply wrote it
 // (Created or Updated); it is left alone otherwise.
@@ -228,7 +227,6 @@ func (a *Applier) Apply(ctx context.Context, owner Owner, obj client.Object, opt
 	for _, opt := range opts {
 		opt(&o)
 	}
-	immutable := o.immutable || isTemplate(obj)
 	desired, sum, err := desiredObject(owner, obj)
 	if err != nil {
 		return Unchanged, err
@@ -237,7 +235,7 @@ func (a *Applier) Apply(ctx context.Context, owner Owner, obj client.Object, opt
 		result Result
 		sent   *unstructured.Unstructured
 	)
-	if immutable {
+	if isTemplate(obj) {
 		result, sent, err = a.ensureTemplate(ctx, owner, desired)
 	} else {
 		result, sent, err = a.apply(ctx, owner, desired, sum)
@@ -399,8 +397,8 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 		if err := checkOurs(cur, owner); err != nil {
 			return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 		}
-		last, stamped := readStamp(cur)
-		current := stamped && last.generation == cur.GetGeneration()
+		last, hasStamp := readStamp(cur)
+		current := hasStamp && last.generation == cur.GetGeneration()
 		switch {
 		case current && last.body == sum.body && holdsOurs(cur, desired),
 			a.isConfirmed(key, cur, sum) && holdsOurs(cur, desired):
@@ -455,6 +453,9 @@ func (a *Applier) send(ctx context.Context, key objectKey, desired *unstructured
 // confirm remembers that a dry run of the body found live current at its generation,
 // when its annotation does not say so itself.
 func (a *Applier) confirm(key objectKey, live metav1.Object, sum digests) {
+	if a.cached == nil {
+		return // only the cached path reads confirmations
+	}
 	if last, ok := readStamp(live); ok && last.generation == live.GetGeneration() && last.body == sum.body {
 		return
 	}
@@ -465,9 +466,16 @@ func (a *Applier) confirm(key objectKey, live metav1.Object, sum digests) {
 
 func (a *Applier) isConfirmed(key objectKey, cur metav1.Object, sum digests) bool {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	c, ok := a.confirmed[key]
-	a.mu.Unlock()
-	return ok && c == confirmation{uid: cur.GetUID(), generation: cur.GetGeneration(), body: sum.body}
+	if !ok {
+		return false
+	}
+	if c.uid != cur.GetUID() || c.generation != cur.GetGeneration() {
+		delete(a.confirmed, key) // the object moved on; the confirmation never holds again
+		return false
+	}
+	return c.body == sum.body
 }
 
 // cachedObject reads desired's live object from the cache as a typed object; ok is
@@ -486,13 +494,22 @@ func (a *Applier) cachedObject(ctx context.Context, desired *unstructured.Unstru
 	if !ok {
 		return nil, false
 	}
+	if found, known := a.fromCache(ctx, desired, obj); !found {
+		return nil, known
+	}
+	return obj, true
+}
+
+// fromCache reads desired's object from the cache into obj: found when the cache holds
+// it, known when the cache could answer at all.
+func (a *Applier) fromCache(ctx context.Context, desired *unstructured.Unstructured, obj client.Object) (found, known bool) {
 	switch err := a.cached.Get(ctx, client.ObjectKeyFromObject(desired), obj); {
 	case err == nil:
-		return obj, true
+		return true, true
 	case apierrors.IsNotFound(err):
-		return nil, true
+		return false, true
 	}
-	return nil, false
+	return false, false
 }
 
 // Forget drops what the Applier remembers of the mutable objects named name in
@@ -620,13 +637,10 @@ func (a *Applier) cachedMetadata(ctx context.Context, desired *unstructured.Unst
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(desired.GroupVersionKind())
-	switch err := a.cached.Get(ctx, client.ObjectKeyFromObject(desired), m); {
-	case err == nil:
-		return m, true
-	case apierrors.IsNotFound(err):
-		return nil, true
+	if found, known := a.fromCache(ctx, desired, m); !found {
+		return nil, known
 	}
-	return nil, false
+	return m, true
 }
 
 // get reads the live object of desired's kind and name; nil when there is none.

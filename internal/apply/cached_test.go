@@ -259,6 +259,10 @@ func TestCachedPruneReadsOnlyForCandidates(t *testing.T) {
 	md := machineDeployment(f.ns, "workers-t1", "workers-k2")
 	f.apply(md, apply.Updated)
 	f.settle(next, md)
+	// The update changed the spec without a dry run, so the annotation guessed the
+	// generation it would leave; a wrong guess would cost a dry run on every resync.
+	f.apply(md, apply.Unchanged)
+	f.quiet("a resync after a change of the spec")
 	keep[kubevirtGK] = "workers-k2"
 	deleted, err = f.a.DeleteSupersededTemplates(ctx, f.ns, pool, mdName, keep, talosGVK, kubevirtGVK)
 	if err != nil || len(deleted) != 1 || deleted[0] != "workers-k1" {

@@ -44,28 +44,9 @@ func (a *Applier) DeleteSupersededTemplates(ctx context.Context, namespace, pool
 	if known, found := a.cachedCandidates(ctx, namespace, pool, mdName, keep, kinds); known && !found {
 		return nil, nil
 	}
-	inUse := map[templateRef]bool{}
-	for gk, name := range keep {
-		inUse[templateRef{gk, name}] = true
-	}
-
-	if mdName != "" {
-		md := &clusterv1.MachineDeployment{}
-		err := a.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mdName}, md)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("delete superseded templates: reading MachineDeployment %s/%s: %w", namespace, mdName, err)
-		}
-		if err == nil {
-			addRefs(inUse, md.Spec.Template.Spec)
-		}
-	}
-
-	sets := &clusterv1.MachineSetList{}
-	if err := a.reader.List(ctx, sets, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("delete superseded templates: listing MachineSets in %s: %w", namespace, err)
-	}
-	for i := range sets.Items {
-		addRefs(inUse, sets.Items[i].Spec.Template.Spec)
+	inUse, err := templatesInUse(ctx, a.reader, namespace, mdName, keep)
+	if err != nil {
+		return nil, fmt.Errorf("delete superseded templates: %w", err)
 	}
 
 	selector := client.MatchingLabels{render.LabelPool: pool, render.LabelManagedBy: render.ManagedByValue}
@@ -108,10 +89,6 @@ func (a *Applier) cachedCandidates(ctx context.Context, namespace, pool, mdName 
 	if a.cached == nil {
 		return false, false
 	}
-	inUse := map[templateRef]bool{}
-	for gk, name := range keep {
-		inUse[templateRef{gk, name}] = true
-	}
 	var candidates []templateRef
 	for _, gvk := range kinds {
 		list := &metav1.PartialObjectMetadataList{}
@@ -121,7 +98,8 @@ func (a *Applier) cachedCandidates(ctx context.Context, namespace, pool, mdName 
 			return false, false
 		}
 		for i := range list.Items {
-			if ref := (templateRef{gvk.GroupKind(), list.Items[i].Name}); !inUse[ref] && list.Items[i].DeletionTimestamp == nil {
+			if name := list.Items[i].Name; keep[gvk.GroupKind()] != name && list.Items[i].DeletionTimestamp == nil {
+				ref := templateRef{gvk.GroupKind(), name}
 				candidates = append(candidates, ref)
 			}
 		}
@@ -129,21 +107,9 @@ func (a *Applier) cachedCandidates(ctx context.Context, namespace, pool, mdName 
 	if len(candidates) == 0 {
 		return true, false
 	}
-	if mdName != "" {
-		md := &clusterv1.MachineDeployment{}
-		switch err := a.cached.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mdName}, md); {
-		case err == nil:
-			addRefs(inUse, md.Spec.Template.Spec)
-		case !apierrors.IsNotFound(err):
-			return false, false
-		}
-	}
-	sets := &clusterv1.MachineSetList{}
-	if err := a.cached.List(ctx, sets, client.InNamespace(namespace)); err != nil {
+	inUse, err := templatesInUse(ctx, a.cached, namespace, mdName, keep)
+	if err != nil {
 		return false, false
-	}
-	for i := range sets.Items {
-		addRefs(inUse, sets.Items[i].Spec.Template.Spec)
 	}
 	for _, ref := range candidates {
 		if !inUse[ref] {
@@ -151,6 +117,32 @@ func (a *Applier) cachedCandidates(ctx context.Context, namespace, pool, mdName 
 		}
 	}
 	return true, false
+}
+
+// templatesInUse are the templates kept, and those the MachineDeployment mdName (when
+// it exists) and every MachineSet of the namespace point at, as reader sees them.
+func templatesInUse(ctx context.Context, reader client.Reader, namespace, mdName string, keep map[schema.GroupKind]string) (map[templateRef]bool, error) {
+	inUse := map[templateRef]bool{}
+	for gk, name := range keep {
+		inUse[templateRef{gk, name}] = true
+	}
+	if mdName != "" {
+		md := &clusterv1.MachineDeployment{}
+		switch err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mdName}, md); {
+		case err == nil:
+			addRefs(inUse, md.Spec.Template.Spec)
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading MachineDeployment %s/%s: %w", namespace, mdName, err)
+		}
+	}
+	sets := &clusterv1.MachineSetList{}
+	if err := reader.List(ctx, sets, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing MachineSets in %s: %w", namespace, err)
+	}
+	for i := range sets.Items {
+		addRefs(inUse, sets.Items[i].Spec.Template.Spec)
+	}
+	return inUse, nil
 }
 
 // addRefs records the templates a machine template points at.

@@ -85,24 +85,13 @@ func rollingUpdate(in *Input) clusterv1.MachineDeploymentRolloutStrategyRollingU
 	return clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{MaxSurge: &surge, MaxUnavailable: &unavailable}
 }
 
-// NodeLabels are the labels a node of the pool carries: those Cluster API syncs from the
-// Machine plus those the kubelet registers (topology and the tenant's own).
-func NodeLabels(in *Input, machineLabels map[string]string) map[string]string {
-	return labelMap(nodeLabels(nil, in, machineLabels))
-}
-
-// KubeletNodeLabels are the labels the kubelet registers itself, from the bootstrap
-// config: the tenant's labels and the location's topology.
-func KubeletNodeLabels(in *Input) map[string]string {
-	return labelMap(kubeletNodeLabels(nil, in))
-}
-
 // nodeLabel is one label of a node. Render only ever lists node labels, sorted by key
 // (in the kubelet flag and in the autoscaler's annotation), so it keeps them in sorted
 // slices, which callers start on a stack array, rather than in maps built to be sorted.
 type nodeLabel struct{ key, value string }
 
-// nodeLabels appends NodeLabels to dst, sorted by key.
+// nodeLabels appends the labels a node of the pool carries to dst, sorted by key: those
+// Cluster API syncs from the Machine plus those the kubelet registers.
 func nodeLabels(dst []nodeLabel, in *Input, machineLabels map[string]string) []nodeLabel {
 	for k, v := range machineLabels {
 		if strings.HasPrefix(k, NodeRolePrefix) || k == NodeLabelPool || k == NodeLabelLocation {
@@ -117,8 +106,9 @@ func nodeLabels(dst []nodeLabel, in *Input, machineLabels map[string]string) []n
 	return dst
 }
 
-// kubeletNodeLabels appends KubeletNodeLabels to dst, sorted by key. The topology
-// labels win over a tenant label of the same key.
+// kubeletNodeLabels appends the labels the kubelet registers itself, from the bootstrap
+// config (the tenant's labels and the location's topology), to dst, sorted by key. The
+// topology labels win over a tenant label of the same key.
 func kubeletNodeLabels(dst []nodeLabel, in *Input) []nodeLabel {
 	for k, v := range in.Spec.Labels {
 		dst = append(dst, nodeLabel{k, string(v)})
@@ -145,14 +135,6 @@ func setNodeLabel(labels []nodeLabel, key, value string) []nodeLabel {
 }
 
 func compareNodeLabels(a, b nodeLabel) int { return strings.Compare(a.key, b.key) }
-
-func labelMap(labels []nodeLabel) map[string]string {
-	m := make(map[string]string, len(labels))
-	for _, l := range labels {
-		m[l.key] = l.value
-	}
-	return m
-}
 
 // joinLabels writes sorted labels as the kubelet's --node-labels flag and the autoscaler
 // read them: key=value pairs, comma separated.

@@ -123,6 +123,21 @@ func once[T any](ctx context.Context, r *Resolver, m *map[types.NamespacedName]v
 	return v.(T), nil
 }
 
+// ForgetService drops the ClusterIP remembered of the Service key, and ForgetSecret the
+// Talos secrets remembered of the Secret key. Call them on any event of the object: a
+// changed object is then read again at once, and a deleted cluster's secrets do not stay
+// in memory.
+func (r *Resolver) ForgetService(key types.NamespacedName) { forget(r, r.services, key) }
+
+// ForgetSecret: see ForgetService.
+func (r *Resolver) ForgetSecret(key types.NamespacedName) { forget(r, r.secrets, key) }
+
+func forget[T any](r *Resolver, m map[types.NamespacedName]versioned[T], key types.NamespacedName) {
+	r.mu.Lock()
+	delete(m, key)
+	r.mu.Unlock()
+}
+
 // remember stores a value read live from one version of an object.
 func remember[T any](r *Resolver, m *map[types.NamespacedName]versioned[T], key types.NamespacedName, resourceVersion string, value T) {
 	if r.Cache == nil {
@@ -366,7 +381,7 @@ func (r *Resolver) ControlPlaneVersion(ctx context.Context, c *clusterv1.Cluster
 	cp := &unstructured.Unstructured{}
 	cp.SetGroupVersionKind(mapping.GroupVersionKind)
 	reader, opts := r.Client, []client.GetOption(nil)
-	if r.Cache != nil && mapping.GroupVersionKind.GroupKind() == KamajiControlPlane {
+	if r.Cache != nil && mapping.GroupVersionKind.GroupKind() == kamajiControlPlane {
 		// Only this kind: the operator is allowed to watch it (and does), while an
 		// informer on a kind it may not list would never sync. One field is read: no
 		// copy of the cached object.
@@ -456,8 +471,7 @@ func (r *Resolver) talosSecretsLive(ctx context.Context, key types.NamespacedNam
 	return v, nil
 }
 
-// KamajiControlPlane is the control plane kind whose objects the operator caches.
-var KamajiControlPlane = schema.GroupKind{Group: kamajiControlPlaneGroup, Kind: kamajiControlPlaneKind}
+var kamajiControlPlane = schema.GroupKind{Group: kamajiControlPlaneGroup, Kind: kamajiControlPlaneKind}
 
 var talosKeys = []string{TalosKeyMachineToken, TalosKeyMachineCACert, TalosKeyClusterCACert, TalosKeyClusterID, TalosKeyClusterSecret, TalosKeyBootstrapToken}
 

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
-	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 )
 
 // CacheOptions keeps the manager's cache to what the operator needs, not every object
@@ -64,7 +64,7 @@ func compact(in any) (any, error) {
 	case *clusterv1.Cluster:
 		o.Status = clusterv1.ClusterStatus{}
 	case *unstructured.Unstructured:
-		if o.GroupVersionKind().GroupKind() == resolve.KamajiControlPlane {
+		if o.GroupVersionKind().GroupKind() == controlplanedns.KamajiControlPlaneGVK.GroupKind() {
 			delete(o.Object, "status")
 		}
 	}

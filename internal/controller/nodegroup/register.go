@@ -124,8 +124,10 @@ func (r *Reconciler) poolsBy(field string, namespaced bool) handler.MapFunc {
 }
 
 // poolsOfService maps a Service to the pools that may render its address: the pools of
-// its namespace (the tenant API server), or every pool for the management DNS.
+// its namespace (the tenant API server), or every pool for the management DNS. The
+// resolver forgets the address it remembered of the Service.
 func (r *Reconciler) poolsOfService(ctx context.Context, obj client.Object) []reconcile.Request {
+	r.resolver.ForgetService(client.ObjectKeyFromObject(obj))
 	if obj.GetNamespace() == r.ManagementDNS.Namespace && obj.GetName() == r.ManagementDNS.Name {
 		return r.requests(ctx)
 	}
@@ -133,8 +135,10 @@ func (r *Reconciler) poolsOfService(ctx context.Context, obj client.Object) []re
 }
 
 // poolsOfPullSecret maps a Secret to the pools of the classes that use it as their pull
-// secret; most Secrets map to nothing at the cost of one index lookup.
+// secret; most Secrets map to nothing at the cost of one index lookup. The resolver
+// forgets what it remembered of the Secret.
 func (r *Reconciler) poolsOfPullSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	r.resolver.ForgetSecret(client.ObjectKeyFromObject(obj)) // it may be a cluster's Talos secrets
 	var classes v1.NodeGroupClassList
 	if err := r.Client.List(ctx, &classes, client.MatchingFields{indexPullSecret: obj.GetNamespace() + "/" + obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
