@@ -124,20 +124,13 @@ func TestPoolRendersAndSettles(t *testing.T) {
 }
 
 func TestReplicasOfAnotherManagerSurvive(t *testing.T) {
-	ctx := context.Background()
 	ns := tenant(t)
 	ng := pool(ns, "scaled", nil)
 	mustCreate(t, ng)
 	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 
-	// The autoscaler sets replicas through the scale subresource, as its own manager.
+	autoscale(t, ns, "tenant-scaled", 2)
 	md := &clusterv1.MachineDeployment{}
-	mustGet(t, ns, "tenant-scaled", md)
-	scale := client.MergeFrom(md.DeepCopy())
-	md.Spec.Replicas = ptr(int32(2))
-	if err := env.Client.Patch(ctx, md, scale, client.FieldOwner("cluster-autoscaler")); err != nil {
-		t.Fatal(err)
-	}
 	// Touch the pool so every reconcile applies a changed MachineDeployment.
 	for i := range 10 {
 		mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.MaxReplicas = int32(3 + i) })

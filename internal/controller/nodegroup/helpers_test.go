@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -92,5 +93,18 @@ func waitQuiet(t *testing.T) {
 		if n := writes.Load(); n != last {
 			last, since = n, time.Now()
 		}
+	}
+}
+
+// autoscale sets the replicas of the MachineDeployment ns/name to n as
+// cluster-autoscaler's field manager would, patching the object's spec.replicas.
+func autoscale(t *testing.T, ns, name string, n int32) {
+	t.Helper()
+	md := &clusterv1.MachineDeployment{}
+	mustGet(t, ns, name, md)
+	patch := client.MergeFrom(md.DeepCopy())
+	md.Spec.Replicas = ptr(n)
+	if err := env.Client.Patch(context.Background(), md, patch, client.FieldOwner("cluster-autoscaler")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,12 +1,10 @@
 package nodegroup_test
 
 import (
-	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 )
@@ -14,19 +12,12 @@ import (
 // A pool's range moving past the autoscaler's count brings the MachineDeployment into it:
 // a fixed pool resized ends at its new size, in either direction.
 func TestReplicasClampedIntoThePoolsRange(t *testing.T) {
-	ctx := context.Background()
 	ns := tenant(t)
 	ng := pool(ns, "clamped", nil) // 1..3
 	mustCreate(t, ng)
 	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 
-	md := &clusterv1.MachineDeployment{}
-	mustGet(t, ns, "tenant-clamped", md)
-	scale := client.MergeFrom(md.DeepCopy())
-	md.Spec.Replicas = ptr(int32(2))
-	if err := env.Client.Patch(ctx, md, scale, client.FieldOwner("cluster-autoscaler")); err != nil {
-		t.Fatal(err)
-	}
+	autoscale(t, ns, "tenant-clamped", 2)
 	replicas := func() int32 {
 		got := &clusterv1.MachineDeployment{}
 		mustGet(t, ns, "tenant-clamped", got)
