@@ -104,20 +104,30 @@ func HasWorkerPassword(ctx context.Context, cached client.Reader, namespace, clu
 func MayRelease(ctx context.Context, cached client.Reader, pool *v1.NodeGroup, keep string) bool {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := cached.List(ctx, list, client.InNamespace(pool.Namespace),
-		client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, client.HasLabels{LabelPullSecretClass}); err != nil {
+	if err := cached.List(ctx, list, pullSecretCopies(pool.Namespace)...); err != nil {
 		return true // the live list decides
 	}
 	for i := range list.Items {
-		s := &list.Items[i]
-		if keep != "" && s.Labels[LabelPullSecretClass] == render.LabelValue(keep) {
-			continue
-		}
-		if slices.ContainsFunc(s.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == pool.UID }) {
+		if releasable(&list.Items[i], pool, keep) {
 			return true
 		}
 	}
 	return false
+}
+
+// pullSecretCopies selects the pull secret copies the operator made in namespace.
+func pullSecretCopies(namespace string) []client.ListOption {
+	return []client.ListOption{client.InNamespace(namespace),
+		client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, client.HasLabels{LabelPullSecretClass}}
+}
+
+// releasable: the copy s, of a class other than keep (any class when keep is empty),
+// is owned by the pool.
+func releasable(s metav1.Object, pool *v1.NodeGroup, keep string) bool {
+	if keep != "" && s.GetLabels()[LabelPullSecretClass] == render.LabelValue(keep) {
+		return false
+	}
+	return slices.ContainsFunc(s.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == pool.UID })
 }
 
 // ProjectPullSecret keeps the copy of a class's pull secret in the pool's namespace, in
@@ -169,19 +179,15 @@ func ProjectPullSecret(ctx context.Context, c client.Client, reader client.Reade
 // other than keep (all of them when keep is empty) and deletes a copy no pool owns.
 func ReleasePullSecrets(ctx context.Context, c client.Client, reader client.Reader, pool *v1.NodeGroup, keep string) error {
 	var list corev1.SecretList
-	if err := reader.List(ctx, &list, client.InNamespace(pool.Namespace),
-		client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, client.HasLabels{LabelPullSecretClass}); err != nil {
+	if err := reader.List(ctx, &list, pullSecretCopies(pool.Namespace)...); err != nil {
 		return err
 	}
 	for i := range list.Items {
 		s := &list.Items[i]
-		if keep != "" && s.Labels[LabelPullSecretClass] == render.LabelValue(keep) {
+		if !releasable(s, pool, keep) {
 			continue
 		}
 		owners := slices.DeleteFunc(slices.Clone(s.OwnerReferences), func(r metav1.OwnerReference) bool { return r.UID == pool.UID })
-		if len(owners) == len(s.OwnerReferences) {
-			continue
-		}
 		if len(owners) == 0 {
 			if err := c.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
 				return err

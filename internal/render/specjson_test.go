@@ -65,16 +65,18 @@ func TestSpecJSONGolden(t *testing.T) {
 
 // TestSpecJSONEveryField fills every field of each spec type by reflection, so a field a
 // provider type gains, and specjson.go does not write, fails here. Each spec is checked
-// full, with its strings, numbers and booleans empty (for omitempty inside present
-// structs), and zero.
+// zero, and in every fillMode: each slice holds a filled element and a zero one (for
+// nil pointers, nil maps and nil slices inside present structs), and in the shallow
+// modes every pointer is set to a zero value and every slice and map is empty but not
+// nil (for omitempty on empty values that encoding/json drops but a nil check keeps).
 func TestSpecJSONEveryField(t *testing.T) {
 	for _, spec := range []any{&talos.TalosConfigTemplateSpec{}, &kairos.KairosConfigTemplateSpec{}, &capk.KubevirtMachineTemplateSpec{}} {
 		typ := reflect.TypeOf(spec).Elem()
 		t.Run(typ.Name(), func(t *testing.T) {
 			checkSpecJSON(t, spec)
-			for _, leaves := range []bool{false, true} {
+			for _, mode := range []fillMode{fillFull, fillEmptyLeaves, fillShallow, fillShallow | fillEmptyLeaves} {
 				v := reflect.New(typ)
-				fillValue(v.Elem(), leaves)
+				fillValue(v.Elem(), mode)
 				checkSpecJSON(t, v.Interface())
 			}
 		})
@@ -83,17 +85,31 @@ func TestSpecJSONEveryField(t *testing.T) {
 
 var quantityType = reflect.TypeFor[resource.Quantity]()
 
-// fillValue sets every field of v: two elements in each slice and map, every pointer
-// set; strings, numbers and booleans non-zero, or zero when emptyLeaves.
-func fillValue(v reflect.Value, emptyLeaves bool) {
+// fillMode says how fillValue fills: fillFull sets strings, numbers and booleans
+// non-zero, fillEmptyLeaves leaves them zero, and fillShallow sets each pointer to a
+// zero value it does not fill further and each slice and map empty but not nil.
+type fillMode uint8
+
+const fillFull fillMode = 0
+
+const (
+	fillEmptyLeaves fillMode = 1 << iota
+	fillShallow
+)
+
+// fillValue sets every field of v by mode. Unless fillShallow, each slice gets a filled
+// element and a zero one, each map a filled entry and a zero one, each pointer a filled
+// value.
+func fillValue(v reflect.Value, mode fillMode) {
 	switch {
 	case v.Type() == quantityType:
 		v.Set(reflect.ValueOf(resource.MustParse("1536Mi")))
 		return
-	case emptyLeaves && v.Kind() != reflect.Pointer && v.Kind() != reflect.Slice &&
+	case mode&fillEmptyLeaves != 0 && v.Kind() != reflect.Pointer && v.Kind() != reflect.Slice &&
 		v.Kind() != reflect.Map && v.Kind() != reflect.Struct:
 		return
 	}
+	shallow := mode&fillShallow != 0
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(`a "b" <c> & d\e` + "\n\t\u2028é")
@@ -105,23 +121,32 @@ func fillValue(v reflect.Value, emptyLeaves bool) {
 		v.SetInt(-7)
 	case reflect.Pointer:
 		v.Set(reflect.New(v.Type().Elem()))
-		fillValue(v.Elem(), emptyLeaves)
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
-		for i := range 2 {
-			fillValue(v.Index(i), emptyLeaves)
+		if !shallow {
+			fillValue(v.Elem(), mode)
 		}
+	case reflect.Slice:
+		if shallow {
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		fillValue(v.Index(0), mode) // v.Index(1) stays zero
 	case reflect.Map:
 		v.Set(reflect.MakeMap(v.Type()))
-		for _, k := range []string{"b", "a<&"} {
+		if shallow {
+			return
+		}
+		for i, k := range []string{"b", "a<&"} {
 			e := reflect.New(v.Type().Elem()).Elem()
-			fillValue(e, emptyLeaves)
+			if i == 0 {
+				fillValue(e, mode)
+			}
 			v.SetMapIndex(reflect.ValueOf(k), e)
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if v.Type().Field(i).IsExported() {
-				fillValue(v.Field(i), emptyLeaves)
+				fillValue(v.Field(i), mode)
 			}
 		}
 	default:
