@@ -1,8 +1,9 @@
 //go:build e2e
 
-// The end-to-end suite: the operator binary with the chart's RBAC, the real Cluster API
-// core manager with its webhooks, kube-controller-manager, kube-scheduler and kwok, and
-// the provider simulator, all against one real kube-apiserver (see e2e/framework).
+// The end-to-end suite: the operator binary as the chart runs it (internal/localrun),
+// the real Cluster API core manager with its webhooks, kube-controller-manager,
+// kube-scheduler and kwok, and the provider simulator, all against one real
+// kube-apiserver (see e2e/framework).
 //
 // Run with `make e2e`. Each scenario works in its own namespace and asserts on the live
 // objects; on failure the environment's logs stay in the folder the suite prints.

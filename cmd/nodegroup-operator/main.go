@@ -3,7 +3,10 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -14,10 +17,14 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -35,6 +42,7 @@ import (
 func main() {
 	var (
 		metricsAddr, probeAddr   string
+		metricsSecure            bool
 		pprofAddr                string
 		syncPeriod               time.Duration
 		leaderElect              bool
@@ -50,13 +58,16 @@ func main() {
 		webhookSecretName        string
 		webhookConfiguration     string
 		webhookDNSNames          string
+		webhookCertValidity      time.Duration
+		webhookCAValidity        time.Duration
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false: plain HTTP, to anyone")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "address of the Go profiling endpoints, /debug/pprof/ (empty: off)")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "how often every watched object is delivered again, so every pool is reconciled without a change")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader, so only one replica reconciles at a time")
-	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease (default: POD_NAMESPACE, the pod's namespace)")
 	flag.StringVar(&dnsNamespace, "management-dns-namespace", "kube-system", "namespace of the management cluster's DNS Service")
 	flag.StringVar(&dnsService, "management-dns-service", "kube-dns", "name of the management cluster's DNS Service, the workers' nameserver (empty: none)")
 	flag.StringVar(&dnsDomain, "management-dns-domain", "cluster.local", "DNS domain of the management cluster")
@@ -69,6 +80,8 @@ func main() {
 	flag.StringVar(&webhookSecretName, "webhook-secret-name", "nodegroup-operator-webhook-certs", "name of the Secret holding the webhook CA and certificate")
 	flag.StringVar(&webhookConfiguration, "webhook-configuration", "nodegroup-operator", "ValidatingWebhookConfiguration whose caBundle is kept")
 	flag.StringVar(&webhookDNSNames, "webhook-dns-names", "", "comma-separated DNS names of the webhook Service the certificate is issued for")
+	flag.DurationVar(&webhookCertValidity, "webhook-cert-validity", 90*24*time.Hour, "lifetime of the webhook serving certificate; renewed with a third left")
+	flag.DurationVar(&webhookCAValidity, "webhook-ca-validity", 5*365*24*time.Hour, "lifetime of the webhook CA; renewed with a third left, the old and the new CA trusted until every replica serves a certificate of the new one")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -77,11 +90,37 @@ func main() {
 	log := ctrl.Log.WithName("setup")
 	tuneMemory()
 
+	restConfig := ctrl.GetConfigOrDie()
+	ctx := ctrl.SetupSignalHandler()
+	webhookOptions := webhook.Options{Port: webhookPort, CertDir: webhookCertDir}
+	var certManager *certs.Manager
+	if webhookEnabled && manageCerts {
+		var err error
+		if webhookSecretNamespace == "" || webhookDNSNames == "" {
+			log.Error(nil, "--webhook-secret-namespace (or POD_NAMESPACE) and --webhook-dns-names are needed to manage the webhook certificate")
+			os.Exit(1)
+		}
+		certManager, err = startCertManager(ctx, restConfig, &certs.Manager{
+			Secret:               types.NamespacedName{Namespace: webhookSecretNamespace, Name: webhookSecretName},
+			WebhookConfiguration: webhookConfiguration,
+			DNSNames:             strings.Split(webhookDNSNames, ","),
+			Identity:             replicaName(),
+			CAValidity:           webhookCAValidity,
+			CertValidity:         webhookCertValidity,
+		})
+		if err != nil {
+			log.Error(err, "starting the webhook certificate manager")
+			os.Exit(1)
+		}
+		// The pair is served from memory, the Secret's as the manager last saw it.
+		webhookOptions.TLSOpts = []func(*tls.Config){certManager.TLSConfig}
+	}
+
 	cacheOptions := nodegroup.CacheOptions()
 	cacheOptions.SyncPeriod = &syncPeriod
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metricsOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
@@ -97,7 +136,7 @@ func main() {
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
 			&corev1.Secret{}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
 		}}},
-		WebhookServer: webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertDir}),
+		WebhookServer: webhook.NewServer(webhookOptions),
 	})
 	if err != nil {
 		log.Error(err, "creating the manager")
@@ -126,24 +165,6 @@ func main() {
 		os.Exit(1)
 	}
 	if webhookEnabled {
-		if manageCerts {
-			if webhookSecretNamespace == "" || webhookDNSNames == "" {
-				log.Error(nil, "--webhook-secret-namespace (or POD_NAMESPACE) and --webhook-dns-names are needed to manage the webhook certificate")
-				os.Exit(1)
-			}
-			if err := mgr.Add(&certs.Manager{
-				Client:               mgr.GetClient(),
-				Secret:               types.NamespacedName{Namespace: webhookSecretNamespace, Name: webhookSecretName},
-				WebhookConfiguration: webhookConfiguration,
-				DNSNames:             strings.Split(webhookDNSNames, ","),
-				CertDir:              webhookCertDir,
-				CAValidity:           5 * 365 * 24 * time.Hour,
-				CertValidity:         90 * 24 * time.Hour,
-			}); err != nil {
-				log.Error(err, "adding the webhook certificate manager")
-				os.Exit(1)
-			}
-		}
 		resolver := &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Catalog: catalog.Default()}
 		admissionhooks.Register(mgr.GetWebhookServer(), mgr.GetClient(), resolver, admission.NewDecoder(mgr.GetScheme()))
 	}
@@ -151,15 +172,54 @@ func main() {
 		log.Error(err, "adding the health check")
 		os.Exit(1)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	ready := healthz.Ping
+	if webhookEnabled {
+		// Ready only while the webhook serves, and (with a managed certificate) serves a
+		// pair the webhook configuration's caBundle trusts.
+		ready = mgr.GetWebhookServer().StartedChecker()
+		if certManager != nil {
+			ready = certManager.ReadyCheck(ready)
+		}
+	}
+	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
 		log.Error(err, "adding the readiness check")
 		os.Exit(1)
 	}
 	log.Info("starting", "catalog minors", catalog.Default().Minors())
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "running the manager")
 		os.Exit(1)
 	}
+}
+
+// startCertManager starts m and waits until it serves a pair: the webhook server must
+// not start before, or it has nothing to serve. m keeps running until ctx ends, on
+// every replica (it is not the leader's work).
+func startCertManager(ctx context.Context, cfg *rest.Config, m *certs.Manager) (*certs.Manager, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.Client = cs
+	ctx = ctrllog.IntoContext(ctx, ctrl.Log)
+	go func() { _ = m.Start(ctx) }()
+	select {
+	case <-m.Serving():
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return nil, fmt.Errorf("no webhook serving certificate after 2m: the Secret %s could not be read or written (see the errors above)", m.Secret)
+	}
+}
+
+// replicaName names this replica: the Pod's name, else the host's and the process's.
+func replicaName() string {
+	if name := os.Getenv("POD_NAME"); name != "" {
+		return name
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 // tuneMemory sets how the Go runtime collects, unless GOGC or GOMEMLIMIT say otherwise.
@@ -169,7 +229,8 @@ func main() {
 // collects at 1.25 times instead; the collections this adds come with bursts of
 // reconciles, which wait on the API server anyway (hack/scale measures both). Within
 // a container memory limit it also collects harder as the limit nears, at 90% of it,
-// rather than be killed.
+// rather than be killed: the chart's Deployment passes the limit in bytes as
+// CONTAINER_MEMORY_LIMIT (Downward API, resourceFieldRef limits.memory).
 func tuneMemory() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(25)
@@ -177,24 +238,34 @@ func tuneMemory() {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	if limit, ok := containerMemoryLimit(cgroupMemoryFiles); ok {
-		debug.SetMemoryLimit(limit / 10 * 9)
+	if limit, ok := memoryLimit(os.Getenv("CONTAINER_MEMORY_LIMIT")); ok {
+		debug.SetMemoryLimit(limit)
 	}
 }
 
-// cgroupMemoryFiles hold a container's memory limit: cgroup v2, then v1.
-var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
-
-// containerMemoryLimit is the memory limit in bytes of the first of files that exists;
-// ok is false when it says there is none ("max", or cgroup v1's huge "no limit").
-func containerMemoryLimit(files []string) (limit int64, ok bool) {
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			continue
-		}
-		limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return limit, err == nil && limit > 0 && limit < 1<<50
+// memoryLimit is the Go runtime's soft memory limit for a container memory limit of
+// containerLimit bytes: 90% of it. ok is false when containerLimit is not a positive
+// number of bytes (unset outside the chart's Pod).
+func memoryLimit(containerLimit string) (limit int64, ok bool) {
+	n, err := strconv.ParseInt(containerLimit, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
 	}
-	return 0, false
+	return n / 10 * 9, true
+}
+
+// metricsOptions serve the metrics at addr. Secure, as Cluster API serves them, over
+// HTTPS (a self-signed certificate: the server is given no certificate folder) and only
+// to a client whose bearer token the API server accepts (TokenReview) and who may get
+// the URL (SubjectAccessReview): the chart's ClusterRole nodegroup-operator-metrics-reader
+// grants that, and nodegroup-operator-metrics-auth lets the operator ask.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	if !secure {
+		return metricsserver.Options{BindAddress: addr}
+	}
+	return metricsserver.Options{
+		BindAddress:    addr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+	}
 }

@@ -1,38 +1,26 @@
 package main
 
-import (
-	"os"
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
-func TestContainerMemoryLimit(t *testing.T) {
-	dir := t.TempDir()
-	file := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	missing := filepath.Join(dir, "missing")
+// TestMemoryLimit: CONTAINER_MEMORY_LIMIT is what the chart's Downward API writes
+// (limits.memory in bytes); the Go runtime gets 90% of it, and nothing when it is not
+// a positive number.
+func TestMemoryLimit(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		files []string
-		limit int64
-		ok    bool
+		name, env string
+		limit     int64
+		ok        bool
 	}{
-		{"cgroup v2 limit", []string{file("v2", "268435456\n")}, 268435456, true},
-		{"cgroup v2 without a limit", []string{file("v2max", "max\n"), file("v1", "134217728\n")}, 0, false},
-		{"cgroup v1 after a missing v2 file", []string{missing, file("v1b", "134217728\n")}, 134217728, true},
-		{"cgroup v1 without a limit", []string{missing, file("v1max", "9223372036854771712\n")}, 0, false},
-		{"no cgroup files", []string{missing}, 0, false},
-		{"garbage", []string{file("bad", "lots\n")}, 0, false},
+		{"unset", "", 0, false},
+		{"garbage", "512Mi", 0, false},
+		{"zero", "0", 0, false},
+		{"negative", "-1", 0, false},
+		{"the chart's default limit, 512Mi", "536870912", 483183819, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			limit, ok := containerMemoryLimit(tc.files)
-			if ok != tc.ok || (ok && limit != tc.limit) {
-				t.Errorf("got %d, %v; want %d, %v", limit, ok, tc.limit, tc.ok)
+			limit, ok := memoryLimit(tc.env)
+			if ok != tc.ok || limit != tc.limit {
+				t.Errorf("memoryLimit(%q) = %d, %v; want %d, %v", tc.env, limit, ok, tc.limit, tc.ok)
 			}
 		})
 	}

@@ -15,8 +15,9 @@ import (
 )
 
 // servingCert is a CA and a certificate for 127.0.0.1 signed by it, written as tls.crt
-// and tls.key into dir: the folder both webhook servers (Cluster API's and the
-// operator's) read, so the API server can call them on loopback.
+// and tls.key into dir: the folder Cluster API's webhook server reads, so the API
+// server can call it on loopback. (The operator issues its own, as it does in a
+// cluster: Cluster API's manager is not our product.)
 type servingCert struct {
 	Dir    string
 	CAData []byte
@@ -69,15 +70,4 @@ func newServingCert(dir string) (*servingCert, error) {
 		return nil, err
 	}
 	return &servingCert{Dir: dir, CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}, nil
-}
-
-// freePort asks the kernel for a free loopback port. Another process may take it before
-// ours binds it; on this single-user test machine that race has not been seen.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -16,9 +16,11 @@ const (
 	ServiceAccount   = localrun.ServiceAccount
 )
 
-// webhooksOnLoopback rewrites every webhook of a (Validating|Mutating)WebhookConfiguration
-// from a Service reference to https://127.0.0.1:<port><path>, trusting ca: the API
-// server reaches the local process the way it would reach the Service in a cluster.
+// webhooksOnLoopback rewrites every webhook of Cluster API's
+// (Validating|Mutating)WebhookConfigurations from a Service reference to
+// https://127.0.0.1:<port><path>, trusting ca (the environment's certificate): the API
+// server reaches the local manager the way it would reach the Service in a cluster. The
+// operator's own configuration is rewritten by localrun, without a caBundle.
 func webhooksOnLoopback(obj *unstructured.Unstructured, port int, ca []byte) error {
 	hooks, _, err := unstructured.NestedSlice(obj.Object, "webhooks")
 	if err != nil {

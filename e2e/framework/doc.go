@@ -8,8 +8,10 @@
 //   - the Cluster API core manager (hack/e2ebin.sh) with its admission and conversion
 //     webhooks served on loopback under a certificate this package issues;
 //   - kwok, which keeps the simulated Nodes Ready;
-//   - the platform chart, rendered with the Helm SDK and applied, and the operator
-//     binary running as the chart's ServiceAccount with its webhook on loopback;
+//   - the platform chart, rendered with the Helm SDK and applied but for its
+//     Deployment, and the operator binary run with that Deployment's arguments and
+//     environment (internal/localrun) as the chart's ServiceAccount, its webhook called
+//     on loopback under the certificate it issues itself;
 //   - the provider simulator (e2e/simulator), standing in for the Talos, Kairos, KubeVirt
 //     and Kamaji controllers that would need real virtual machines.
 //

@@ -2,20 +2,15 @@ package framework
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,7 +33,8 @@ type Options struct {
 
 // Env is a running end-to-end environment.
 type Env struct {
-	// Work holds every process's log, the kubeconfigs and the webhook certificate.
+	// Work holds every process's log, the kubeconfigs and Cluster API's webhook
+	// certificate.
 	Work string
 	// Config and Client are the control plane's admin.
 	Config *rest.Config
@@ -48,15 +44,16 @@ type Env struct {
 	// Bin holds the e2e binaries (hack/e2ebin.sh): kubectl among them.
 	Bin string
 
-	root        string
-	log         func(string, ...any)
-	cp          *testenv.Env
-	cert        *servingCert
-	procs       []*process
-	operator    *process
+	root string
+	log  func(string, ...any)
+	cp   *testenv.Env
+	// cert is Cluster API's webhook certificate (the operator issues its own).
+	cert  *servingCert
+	procs []*localrun.Process
+	// operator runs operatorBin with operatorCmd: the chart's Deployment, locally.
+	operator    *localrun.Process
 	operatorBin string
-	operatorCfg string
-	opWebhook   int
+	operatorCmd *localrun.Command
 	capiPort    int
 	// inProcessLog receives controller-runtime's log of this process.
 	inProcessLog *os.File
@@ -169,7 +166,7 @@ func (e *Env) controlPlane(context.Context) error {
 	if e.cert, err = newServingCert(filepath.Join(e.Work, "webhook-certs")); err != nil {
 		return err
 	}
-	capiPort, err := freePort()
+	capiPort, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
@@ -247,11 +244,11 @@ func (e *Env) clusterAPI(ctx context.Context) error {
 	if err := e.applyAll(ctx, "e2e", hooks); err != nil {
 		return err
 	}
-	health, err := freePort()
+	health, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
-	diag, err := freePort()
+	diag, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
@@ -265,15 +262,19 @@ func (e *Env) clusterAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return e.waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), fmt.Sprintf("127.0.0.1:%d", e.capiPort))
+	// Its readiness includes the webhook server's (controller-runtime's StartedChecker).
+	return p.WaitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), readyTimeout)
 }
+
+// readyTimeout bounds each process's wait for readiness.
+const readyTimeout = 2 * time.Minute
 
 // kubeControllers starts kube-controller-manager (garbage collection cascades owner
 // references; node lifecycle taints and untaints Nodes), kube-scheduler, and kwok, which
 // heartbeats the Nodes the simulator creates (only those: they carry its annotation).
 func (e *Env) kubeControllers(ctx context.Context) error {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	kcmPort, err := freePort()
+	kcmPort, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
@@ -285,7 +286,7 @@ func (e *Env) kubeControllers(ctx context.Context) error {
 		"--node-monitor-grace-period=20s"); err != nil {
 		return err
 	}
-	schedPort, err := freePort()
+	schedPort, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
@@ -294,7 +295,7 @@ func (e *Env) kubeControllers(ctx context.Context) error {
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort)); err != nil {
 		return err
 	}
-	kwokPort, err := freePort()
+	kwokPort, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
@@ -305,68 +306,38 @@ func (e *Env) kubeControllers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return e.waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort), "")
+	return p.WaitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort), readyTimeout)
 }
 
 // KwokAnnotation marks the Nodes kwok keeps alive; the simulator sets it on the Nodes it
 // registers, and a scenario removes it to make a Node stop heartbeating.
 const KwokAnnotation = "kwok.x-k8s.io/node"
 
-// operatorUp installs the chart (RBAC, built-in classes and location, the webhook
-// configuration on loopback) and starts the operator binary as the chart's
-// ServiceAccount.
+// operatorUp installs the chart as a local run does (every object but the Deployment,
+// the webhook configuration on loopback) and starts the operator binary with the
+// Deployment's arguments and environment, as the chart's ServiceAccount.
 func (e *Env) operatorUp(ctx context.Context) error {
-	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}); err != nil {
-		return err
-	}
-	all, err := localrun.ChartObjects(e.root, map[string]any{
-		"webhook": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": false}},
-	})
+	rel, local, err := localrun.Deploy(ctx, e.Config, e.Client, e.root, e.Work, nil, 6*time.Hour)
 	if err != nil {
 		return err
 	}
-	// The operator runs here as a local process, not as the chart's Deployment: there is
-	// no kubelet to run its Pod.
-	objs := slices.DeleteFunc(all, func(obj *unstructured.Unstructured) bool { return obj.GetKind() == "Deployment" })
-	if e.opWebhook, err = freePort(); err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		if obj.GetKind() == "ValidatingWebhookConfiguration" {
-			if err := webhooksOnLoopback(obj, e.opWebhook, e.cert.CAData); err != nil {
-				return err
-			}
-		}
-	}
-	if err := e.applyAll(ctx, "helm", objs); err != nil {
-		return err
-	}
-	e.operatorCfg = filepath.Join(e.Work, "operator.kubeconfig")
-	if err := localrun.ServiceAccountKubeconfig(ctx, e.Config, e.operatorCfg, 6*time.Hour); err != nil {
+	local.PodName = ReleaseName + "-0"
+	if e.operatorCmd, err = rel.Command(local); err != nil {
 		return err
 	}
 	return e.StartOperator(ctx)
 }
 
-// StartOperator starts the operator binary (again, after StopOperator) and waits until
-// it serves its webhook.
+// StartOperator starts the operator binary (again, after StopOperator, as a container
+// restarts: same name and addresses) and waits until it is ready, which it is once its
+// webhook serves a certificate the webhook configuration trusts.
 func (e *Env) StartOperator(ctx context.Context) error {
-	health, err := freePort()
-	if err != nil {
-		return err
-	}
-	p, err := startProcess(e.Work, "nodegroup-operator", e.operatorBin,
-		"--kubeconfig", e.operatorCfg,
-		"--leader-elect=true", "--leader-election-namespace", ReleaseNamespace,
-		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
-		"--webhook-port", fmt.Sprint(e.opWebhook), "--webhook-cert-dir", e.cert.Dir,
-		// The environment issued the loopback certificate and wrote the caBundle.
-		"--webhook-manage-certs=false")
+	p, err := e.operatorCmd.Start(ctx, "nodegroup-operator", e.operatorBin, e.OperatorLog(), readyTimeout)
 	if err != nil {
 		return err
 	}
 	e.operator = p
-	return e.waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), fmt.Sprintf("127.0.0.1:%d", e.opWebhook))
+	return nil
 }
 
 // StopOperator stops the operator binary the way a rollout stops a Pod (SIGTERM).
@@ -379,48 +350,13 @@ func (e *Env) StopOperator() {
 // OperatorLog is the operator's log file.
 func (e *Env) OperatorLog() string { return filepath.Join(e.Work, "nodegroup-operator.log") }
 
-func (e *Env) start(name, bin string, args ...string) (*process, error) {
-	p, err := startProcess(e.Work, name, bin, args...)
+func (e *Env) start(name, bin string, args ...string) (*localrun.Process, error) {
+	p, err := localrun.StartProcess(name, filepath.Join(e.Work, name+".log"), exec.Command(bin, args...))
 	if err != nil {
 		return nil, err
 	}
 	e.procs = append(e.procs, p)
 	return p, nil
-}
-
-// waitReady waits until the process answers its health URL with 200 and, when given,
-// accepts TLS connections on its webhook address.
-func (e *Env) waitReady(ctx context.Context, p *process, healthURL, webhookAddr string) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if !p.Running() {
-			return fmt.Errorf("%s exited: %v\n%s", p.Name, p.err, p.tail())
-		}
-		ok := false
-		if resp, err := hc.Get(healthURL); err == nil {
-			ok = resp.StatusCode == http.StatusOK
-			resp.Body.Close()
-		}
-		if ok && webhookAddr != "" {
-			conn, err := tls.Dial("tcp", webhookAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe, not a trust decision
-			ok = err == nil
-			if conn != nil {
-				conn.Close()
-			}
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after 2m (log %s):\n%s", p.Name, p.Log, p.tail())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
 
 // Apply creates or updates obj by server-side apply as manager, taking ownership.

@@ -3,8 +3,10 @@
 // upstream Cluster API provider CRDs, runs the operator binary against it, applies
 // examples/, waits until the pools are reconciled and prints what the operator made.
 //
-// The chart is installed with the Helm Go SDK and the operator runs under the chart's
-// ServiceAccount, so the demo proves the chart's RBAC is enough to reconcile pools.
+// The chart is installed with the Helm Go SDK and the operator runs with the arguments
+// and environment of the chart's Deployment, under the chart's ServiceAccount, with its
+// admission webhook on (its own certificate, called by the API server on loopback): the
+// demo proves what ships is enough to admit and reconcile pools.
 //
 // Usage: go run ./hack/demo [-keep]
 package main
@@ -22,7 +24,6 @@ import (
 	"fmt"
 	"math/big"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -86,36 +87,28 @@ func run(keep bool, start time.Time) error {
 		return err
 	}
 
-	step("installing the chart (RBAC, built-in classes and location) with the Helm SDK")
-	if err := localrun.InstallChart(ctx, env.Client, root); err != nil {
-		return err
-	}
-	operatorKubeconfig := filepath.Join(work, "operator.kubeconfig")
-	if err := localrun.ServiceAccountKubeconfig(ctx, env.Config, operatorKubeconfig, time.Hour); err != nil {
-		return err
-	}
-
-	step("starting the operator as the chart's ServiceAccount")
-	logFile, err := os.Create(filepath.Join(work, "operator.log"))
+	step("installing the chart with the Helm SDK (all but the Deployment; the webhook on loopback)")
+	rel, local, err := localrun.Deploy(ctx, env.Config, env.Client, root, work, nil, 24*time.Hour)
 	if err != nil {
 		return err
 	}
-	op := exec.Command(bin, "--kubeconfig", operatorKubeconfig, "--leader-elect=true", "--leader-election-namespace", localrun.ReleaseNamespace,
-		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
-		// The demo's API server cannot call back into a local process by Service name;
-		// the webhook is covered by the integration tests.
-		"--enable-webhook=false")
-	op.Stdout, op.Stderr = logFile, logFile
-	if err := op.Start(); err != nil {
+
+	step("starting the operator as the chart's Deployment runs it, until it is ready")
+	cmd, err := rel.Command(local)
+	if err != nil {
+		return err
+	}
+	op, err := cmd.Start(ctx, "nodegroup-operator", bin, filepath.Join(work, "operator.log"), 2*time.Minute)
+	if err != nil {
 		return err
 	}
 	defer func() {
 		if !keep {
-			_ = op.Process.Kill()
-			_, _ = op.Process.Wait()
+			op.Stop(10 * time.Second)
 		}
 	}()
 
+	// Through the operator's webhook: a pool it refuses fails here.
 	step("applying examples/")
 	c := env.Client
 	for _, f := range []string{"platform.yaml", "tenant.yaml"} {
@@ -133,7 +126,7 @@ func run(keep bool, start time.Time) error {
 	step("waiting for the pools to be reconciled")
 	pools, err := waitPools(ctx, c, "tenant-demo", 3, 90*time.Second)
 	if err != nil {
-		return fmt.Errorf("%w (operator log: %s)", err, logFile.Name())
+		return fmt.Errorf("%w (operator log: %s)", err, op.Log)
 	}
 	if err := summary(ctx, c, pools); err != nil {
 		return err
@@ -144,7 +137,7 @@ func run(keep bool, start time.Time) error {
 	// The examples are meant to render: a pool that did not is a failed demo.
 	for _, p := range pools {
 		if r := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionRendered); r.Status != metav1.ConditionTrue {
-			return fmt.Errorf("pool %s is not rendered: %s (operator log: %s)", p.Name, r.Message, logFile.Name())
+			return fmt.Errorf("pool %s is not rendered: %s (operator log: %s)", p.Name, r.Message, op.Log)
 		}
 	}
 	fmt.Printf("\ndemo finished in %s\n", time.Since(start).Round(time.Second))
@@ -154,11 +147,11 @@ func run(keep bool, start time.Time) error {
 	if keep {
 		fmt.Printf("\nThe control plane and the operator keep running. Look further with:\n"+
 			"  export KUBECONFIG=%s\n  kubectl get nodegroups,machinedeployments -A\n  kubectl describe nodegroup -n tenant-demo burst\n"+
-			"Operator log: %s\nPress Ctrl-C to stop.\n", kubeconfig, logFile.Name())
+			"Operator log: %s\nPress Ctrl-C to stop.\n", kubeconfig, op.Log)
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, os.Interrupt)
 		<-sig
-		_ = op.Process.Kill()
+		op.Stop(10 * time.Second)
 		_ = env.Stop()
 	}
 	return nil

@@ -244,11 +244,13 @@ func (h *harness) deleteManaged(ctx context.Context) error {
 	for _, gvk := range managedKinds {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := h.admin.List(ctx, list, sel, client.Limit(1)); err != nil {
+		if err := h.admin.List(ctx, list, sel); err != nil {
 			return err
 		}
-		if len(list.Items) > 0 {
-			return fmt.Errorf("%s %s/%s is left after the delete", gvk.Kind, list.Items[0].Namespace, list.Items[0].Name)
+		for _, o := range list.Items {
+			if poolObject(&o) {
+				return fmt.Errorf("%s %s/%s is left after the delete", gvk.Kind, o.Namespace, o.Name)
+			}
 		}
 	}
 	return nil

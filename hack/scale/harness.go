@@ -9,11 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -99,6 +101,13 @@ type harness struct {
 	tenant []string
 	watch  *poolWatch
 	op     *operator
+	// operatorKubeconfig is the operator's credentials; webhookPort the port its
+	// webhook configuration calls; webhookConfigs that configuration, applied just
+	// before the cold start; metricsToken a scraper's bearer token.
+	operatorKubeconfig string
+	webhookPort        int
+	webhookConfigs     []*unstructured.Unstructured
+	metricsToken       string
 	// runs counts the operator processes started.
 	runs int
 	// profiles are the profiles being taken.
@@ -139,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}{
 		{"building the operator", h.build},
 		{"starting etcd and kube-apiserver with an audit log", h.startControlPlane},
-		{"installing the chart's RBAC and built-ins; identities of the operator and the bare client", h.identities},
+		{"installing the chart (its webhook configuration at the cold start); identities of the operator, a metrics scraper and the bare client", h.identities},
 		{fmt.Sprintf("creating %d tenant namespaces with %d pools each", cfg.Namespaces, cfg.PoolsPerNamespace), h.createFixtures},
 		{"bare client: the pools' objects, created directly", h.runBare},
 		{"operator: cold start until every pool is rendered", h.runCold},
@@ -194,7 +203,7 @@ func (h *harness) mark(name string, start, end time.Time) {
 func (h *harness) close() {
 	h.profiles.Wait()
 	if h.op != nil {
-		h.op.kill()
+		h.op.Kill()
 	}
 	if h.watch != nil {
 		h.watch.stop()
@@ -269,10 +278,51 @@ func (h *harness) startControlPlane(ctx context.Context) error {
 // both clients' requests alike.
 const bareServiceAccount = "scale-bare"
 
+// metricsServiceAccount scrapes the operator's metrics, bound to the chart's reader role
+// as a platform binds its Prometheus.
+const metricsServiceAccount = "scale-metrics"
+
+// identities installs the chart as a local run does, but for its webhook configuration:
+// the pools are created before any operator runs, as on a cluster whose operator is
+// being upgraded, where they were admitted long before; with the configuration in place
+// the API server would refuse them (failurePolicy Fail) for want of a webhook server.
+// runCold applies it just before the operator starts, which then admits the change
+// wave's edits.
 func (h *harness) identities(ctx context.Context) error {
-	if err := localrun.InstallChart(ctx, h.admin, h.root); err != nil {
+	rel, err := localrun.Render(h.root, h.values(0))
+	if err != nil {
 		return err
 	}
+	if h.webhookPort, err = localrun.FreePort(); err != nil {
+		return err
+	}
+	objs, err := rel.LocalObjects(h.webhookPort)
+	if err != nil {
+		return err
+	}
+	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+		if o.GetKind() == "ValidatingWebhookConfiguration" {
+			h.webhookConfigs = append(h.webhookConfigs, o)
+			return true
+		}
+		return false
+	})
+	if err := localrun.CreateNamespace(ctx, h.admin); err != nil {
+		return err
+	}
+	if err := localrun.Apply(ctx, h.admin, objs); err != nil {
+		return err
+	}
+	h.operatorKubeconfig = filepath.Join(h.cfg.Work, "operator.kubeconfig")
+	if err := localrun.ServiceAccountKubeconfig(ctx, h.env.Config, h.operatorKubeconfig, 24*time.Hour); err != nil {
+		return err
+	}
+	scraper, err := localrun.ServiceAccountConfig(ctx, h.env.Config, localrun.ReleaseNamespace, metricsServiceAccount,
+		localrun.ReleaseName+"-metrics-reader", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	h.metricsToken = scraper.BearerToken
 	cfg, err := localrun.ServiceAccountConfig(ctx, h.env.Config, localrun.ReleaseNamespace, bareServiceAccount, "cluster-admin", 24*time.Hour)
 	if err != nil {
 		return err
@@ -303,7 +353,7 @@ func (h *harness) profile(ctx context.Context, phase string) {
 			h.logf("    API server CPU profile: %v", err)
 		}
 	})
-	if h.op != nil && h.op.alive() == nil {
+	if h.op != nil && h.op.Alive() == nil {
 		h.profiles.Go(func() {
 			time.Sleep(time.Second) // the pprof endpoint starts with the manager
 			if err := h.op.profile(ctx, path, filepath.Join(h.cfg.Profiles, phase+"-operator-cpu.pprof")); err != nil {
@@ -319,7 +369,7 @@ type cpu struct{ operator, apiserver, etcd float64 }
 func (h *harness) cpuNow() cpu {
 	c := cpu{apiserver: cpuSeconds(h.apiserver), etcd: cpuSeconds(h.etcd)}
 	if h.op != nil {
-		c.operator = cpuSeconds(h.op.pid())
+		c.operator = cpuSeconds(h.op.Pid())
 	}
 	return c
 }

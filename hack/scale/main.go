@@ -7,7 +7,8 @@
 //   - the limit: a bare client creates exactly the objects the pools need (the same
 //     bodies the operator sends, rendered by the operator's own packages) with the
 //     operator's concurrency; the objects are deleted again afterwards;
-//   - cold convergence: the operator binary, run as the chart's ServiceAccount, from its
+//   - cold convergence: the operator binary, run as the chart's Deployment runs it (its
+//     arguments and environment, the webhook on) as its ServiceAccount, from its
 //     start until every pool is Rendered at its generation, its objects present;
 //   - steady state: the operator's writes over a window of K full resyncs, counted by
 //     the API server (its audit log), and the reconciles that ran (its metrics);

@@ -3,76 +3,71 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
 )
 
-// operator is the operator binary running as the chart's ServiceAccount.
+// operator is the operator binary, run as the chart's Deployment runs it
+// (localrun.Command) under the chart's ServiceAccount.
 type operator struct {
-	cmd     *exec.Cmd
-	logPath string
-	metrics string // host:port of its metrics endpoint
-	pprof   string // host:port of its pprof endpoint
-	done    chan struct{}
-	err     error
+	*localrun.Process
+	cmd *localrun.Command
+	// scrape reads its metrics as a scraper with the chart's metrics reader role does.
+	scrape *http.Client
+	token  string
 }
 
-// startOperator starts the operator; a syncPeriod of 0 keeps its default.
-func (h *harness) startOperator(ctx context.Context, syncPeriod time.Duration) error {
-	kubeconfig := filepath.Join(h.cfg.Work, "operator.kubeconfig")
-	if err := localrun.ServiceAccountKubeconfig(ctx, h.env.Config, kubeconfig, 24*time.Hour); err != nil {
-		return err
-	}
-	addrs := make([]string, 3)
-	for i := range addrs {
-		a, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		addrs[i] = a
-	}
-	op := &operator{metrics: addrs[0], pprof: addrs[2], done: make(chan struct{})}
-	args := []string{
-		"--kubeconfig", kubeconfig,
-		"--leader-elect=true", "--leader-election-namespace", localrun.ReleaseNamespace,
-		"--metrics-bind-address", op.metrics,
-		"--health-probe-bind-address", addrs[1],
-		"--pprof-bind-address", op.pprof,
-		// The local API server cannot call back into a local process by Service name.
-		"--enable-webhook=false",
-		"--concurrency", strconv.Itoa(h.cfg.Concurrency),
+// values are the chart values of a run: the operator's certificate valid for the
+// loopback URL, the benchmark's concurrency and, when not 0, the sync period; pprof
+// only when profiles are asked for, so a run without them is the chart's default.
+func (h *harness) values(syncPeriod time.Duration) map[string]any {
+	v := map[string]any{
+		"concurrency": h.cfg.Concurrency,
+		"pprof":       map[string]any{"enabled": h.cfg.Profiles != ""},
 	}
 	if syncPeriod > 0 {
-		args = append(args, "--sync-period", syncPeriod.String())
+		v["syncPeriod"] = syncPeriod.String()
 	}
-	h.runs++
-	op.logPath = filepath.Join(h.cfg.Work, fmt.Sprintf("operator-%d.log", h.runs))
-	op.cmd = exec.Command(filepath.Join(h.cfg.Work, "nodegroup-operator"), args...)
-	logFile, err := os.Create(op.logPath)
+	return localrun.LoopbackValues(v)
+}
+
+// startOperator starts the operator with the chart rendered for syncPeriod (0: the
+// chart's default) and waits until it is ready.
+func (h *harness) startOperator(ctx context.Context, syncPeriod time.Duration) error {
+	rel, err := localrun.Render(h.root, h.values(syncPeriod))
 	if err != nil {
 		return err
 	}
-	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
-	if err := op.cmd.Start(); err != nil {
-		_ = logFile.Close()
+	// The same replica restarted, as a container restarts in its Pod.
+	cmd, err := rel.Command(localrun.Local{
+		Kubeconfig: h.operatorKubeconfig, Dir: filepath.Join(h.cfg.Work, "operator"), WebhookPort: h.webhookPort,
+	})
+	if err != nil {
 		return err
 	}
-	go func() {
-		op.err = op.cmd.Wait()
-		_ = logFile.Close()
-		close(op.done)
-	}()
+	h.runs++
+	p, err := cmd.Start(ctx, "nodegroup-operator", filepath.Join(h.cfg.Work, "nodegroup-operator"),
+		filepath.Join(h.cfg.Work, fmt.Sprintf("operator-%d.log", h.runs)), 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	op := &operator{Process: p, cmd: cmd, scrape: http.DefaultClient, token: h.metricsToken}
+	if cmd.MetricsSecure {
+		// The operator's metrics certificate is self-signed, as Cluster API's is.
+		op.scrape = &http.Client{Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a self-signed local endpoint
+		}}
+	}
 	h.op = op
 	return nil
 }
@@ -82,43 +77,10 @@ func (h *harness) syncPeriod() time.Duration {
 	return h.cfg.Steady / time.Duration(h.cfg.Resyncs)
 }
 
-func (o *operator) pid() int { return o.cmd.Process.Pid }
-
 // usage is the operator's peak memory and CPU time so far, and its memory now.
 func (o *operator) usage() Usage {
-	m := memory(o.pid())
-	return Usage{PeakRSSMiB: m.peak, RSSAnonMiB: m.anon, RSSFileMiB: m.file, CPUSeconds: cpuSeconds(o.pid())}
-}
-
-// alive fails when the operator exited.
-func (o *operator) alive() error {
-	select {
-	case <-o.done:
-		return fmt.Errorf("the operator exited (%v); its log: %s", o.err, o.logPath)
-	default:
-		return nil
-	}
-}
-
-// stop asks the operator to stop (SIGTERM, as the kubelet does) and kills it after a
-// grace period.
-func (o *operator) stop(grace time.Duration) {
-	_ = o.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-o.done:
-	case <-time.After(grace):
-		o.kill()
-	}
-}
-
-func (o *operator) kill() {
-	select {
-	case <-o.done:
-		return
-	default:
-	}
-	_ = o.cmd.Process.Kill()
-	<-o.done
+	m := memory(o.Pid())
+	return Usage{PeakRSSMiB: m.peak, RSSAnonMiB: m.anon, RSSFileMiB: m.file, CPUSeconds: cpuSeconds(o.Pid())}
 }
 
 // controllerMetrics are a controller's figures from the operator's metrics.
@@ -135,15 +97,23 @@ func (m controllerMetrics) idle() bool { return m.queued == 0 && m.active == 0 }
 // metricsOf reads a controller's figures from the operator's metrics endpoint.
 func (o *operator) metricsOf(ctx context.Context, controller string) (controllerMetrics, error) {
 	var m controllerMetrics
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+o.metrics+"/metrics", nil)
+	url := o.cmd.MetricsURL()
+	if url == "" {
+		return m, errors.New("the chart renders the operator without metrics")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return m, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Authorization", "Bearer "+o.token)
+	resp, err := o.scrape.Do(req)
 	if err != nil {
 		return m, err
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return m, fmt.Errorf("metrics: %s", resp.Status)
+	}
 	series := []struct {
 		prefix string
 		into   *float64
@@ -178,7 +148,10 @@ func (o *operator) reconciles(ctx context.Context, controller string) (float64, 
 
 // profile saves a pprof profile of the operator (path: "heap", "profile?seconds=20").
 func (o *operator) profile(ctx context.Context, path, file string) error {
-	return saveProfile(ctx, http.DefaultClient, "http://"+o.pprof, path, file)
+	if o.cmd.Pprof == "" {
+		return errors.New("the operator serves no profiles: the chart was rendered with pprof.enabled false")
+	}
+	return saveProfile(ctx, http.DefaultClient, "http://"+o.cmd.Pprof, path, file)
 }
 
 // saveProfile saves the pprof profile path of the server at base into file.
@@ -204,15 +177,6 @@ func saveProfile(ctx context.Context, c *http.Client, base, path, file string) e
 		return err
 	}
 	return f.Close()
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
 
 // childPID is the process ID of a child of this process with the command name name

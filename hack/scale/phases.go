@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
@@ -32,6 +34,9 @@ const (
 // generation; then it checks that every pool's objects are there, as many and as large
 // as the bare client's, and waits until the operator is quiet.
 func (h *harness) runCold(ctx context.Context) error {
+	if err := localrun.Apply(ctx, h.admin, h.webhookConfigs); err != nil {
+		return err
+	}
 	before := h.cpuNow()
 	start := time.Now()
 	if err := h.startOperator(ctx, 0); err != nil {
@@ -89,7 +94,7 @@ func (h *harness) until(ctx context.Context, pools []*pool, pred func(*pool, *v1
 		case r := <-ch:
 			return r.at, r.err
 		case <-tick.C:
-			if err := h.op.alive(); err != nil {
+			if err := h.op.Alive(); err != nil {
 				return time.Time{}, err
 			}
 		}
@@ -108,6 +113,9 @@ func (h *harness) verifyObjects(ctx context.Context) error {
 	var bytes int64
 	for _, gvk := range managedKinds {
 		err := listAll(ctx, h.admin, gvk, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, func(u *unstructured.Unstructured) {
+			if !poolObject(u) {
+				return
+			}
 			present[objectKey(gvk.Kind, u.GetNamespace(), u.GetName())] = true
 			n++
 			bytes += storedSize(u)
@@ -143,6 +151,10 @@ func (h *harness) verifyObjects(ctx context.Context) error {
 	return nil
 }
 
+// poolObject: an object of the operator's in a tenant namespace. The operator's own (its
+// webhook certificate Secret, in the release namespace) are no pool's.
+func poolObject(o metav1.Object) bool { return o.GetNamespace() != localrun.ReleaseNamespace }
+
 // listAll lists every object of a kind in pages.
 func listAll(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, sel client.MatchingLabels, f func(*unstructured.Unstructured)) error {
 	cont := ""
@@ -165,11 +177,11 @@ func listAll(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, 
 // now with the steady state's sync period, and times it until it has reconciled every
 // pool and has nothing left to do: with everything in place it must write nothing.
 func (h *harness) runRestart(ctx context.Context) error {
-	if err := h.op.alive(); err != nil {
+	if err := h.op.Alive(); err != nil {
 		return err
 	}
 	h.res.ColdRun = h.op.usage()
-	h.op.stop(15 * time.Second)
+	h.op.Stop(15 * time.Second)
 
 	before := h.cpuNow()
 	start := time.Now()
@@ -179,7 +191,7 @@ func (h *harness) runRestart(ctx context.Context) error {
 	h.profile(ctx, phaseRestart)
 	deadline := start.Add(h.cfg.Timeout)
 	for {
-		if err := h.op.alive(); err != nil {
+		if err := h.op.Alive(); err != nil {
 			return err
 		}
 		m, err := h.op.metricsOf(ctx, "nodegroup")
@@ -222,7 +234,7 @@ func (h *harness) runSteady(ctx context.Context) error {
 		return ctx.Err()
 	}
 	end := time.Now()
-	if err := h.op.alive(); err != nil {
+	if err := h.op.Alive(); err != nil {
 		return err
 	}
 	r1, err := h.op.reconciles(ctx, "nodegroup")
@@ -372,7 +384,7 @@ func (h *harness) waitQuiet(ctx context.Context, since time.Time) (last, quiet t
 		if time.Now().After(deadline) {
 			return last, quiet, fmt.Errorf("the operator kept writing for %s", h.cfg.Timeout)
 		}
-		if err := h.op.alive(); err != nil {
+		if err := h.op.Alive(); err != nil {
 			return last, quiet, err
 		}
 		select {
@@ -385,7 +397,7 @@ func (h *harness) waitQuiet(ctx context.Context, since time.Time) (last, quiet t
 
 // stopOperator reads the operator's peak memory and CPU, then stops it.
 func (h *harness) stopOperator(ctx context.Context) error {
-	if err := h.op.alive(); err != nil {
+	if err := h.op.Alive(); err != nil {
 		return err
 	}
 	h.profiles.Wait()
@@ -394,7 +406,7 @@ func (h *harness) stopOperator(ctx context.Context) error {
 	}
 	h.res.SteadyRun = h.op.usage()
 	h.res.PeakRSSMiB = max(h.res.ColdRun.PeakRSSMiB, h.res.SteadyRun.PeakRSSMiB)
-	h.op.stop(15 * time.Second)
+	h.op.Stop(15 * time.Second)
 	if h.cfg.Profiles != "" {
 		h.res.Profiles = h.cfg.Profiles
 	}

@@ -92,7 +92,7 @@ var valueCases = []struct {
 	{name: "default"},
 	{name: "custom", values: customValues, skipped: []string{"Certificate", "Issuer", "ServiceMonitor"}},
 	{name: "external-issuer", values: externalIssuerValues, skipped: []string{"Certificate"}},
-	{name: "webhook-off", values: webhookOffValues},
+	{name: "webhook-off", values: webhookOffValues, skipped: []string{"ServiceMonitor"}},
 }
 
 // TestAPIServerAcceptsEveryObject sends every object of each render to kube-apiserver as

@@ -57,6 +57,10 @@ tolerations:
     effect: NoSchedule
 logLevel: debug
 concurrency: 8
+syncPeriod: 30m
+pprof:
+  enabled: true
+  port: 6060
 managementDNS:
   service: coredns
   domain: mgmt.example.com
@@ -139,12 +143,17 @@ builtins:
 `
 
 // webhookOffValues: no admission webhook (no Service, configuration, certificate or
-// their RBAC) and no PodDisruptionBudget.
+// their RBAC), no PodDisruptionBudget, and plain HTTP metrics (no metrics RBAC, a
+// ServiceMonitor without TLS or token).
 const webhookOffValues = `
 webhook:
   enabled: false
 podDisruptionBudget:
   enabled: false
+metrics:
+  secure: false
+  serviceMonitor:
+    enabled: true
 `
 
 func parseValues(t *testing.T, s string) map[string]any {

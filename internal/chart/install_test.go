@@ -12,20 +12,20 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/yaml"
 
 	"helm.sh/helm/v3/pkg/releaseutil"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook/certs"
 )
 
@@ -134,56 +134,66 @@ spec:
 		if args["webhook-manage-certs"] != "true" || secretName == "" || configName == "" || len(dnsNames) != 2 {
 			t.Fatalf("the Deployment does not let the operator manage its certificate: %v", args)
 		}
-		// The operator reads through its manager's cache, as mgr.GetClient() does:
-		// a cache-backed client with the operator's cache options, authenticated as
-		// the chart's ServiceAccount, so only the chart's RBAC is granted.
+		// Impersonating the chart's ServiceAccount, so only the chart's RBAC is granted:
+		// the Secret and the configuration are watched by name, written by name.
 		cfg := rest.CopyConfig(env.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{
 			UserName: "system:serviceaccount:" + releaseNamespace + ":nodegroup-operator",
 			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNamespace, "system:authenticated"},
 		}
-		cl, err := cluster.New(cfg, func(o *cluster.Options) {
-			o.Scheme = env.Client.Scheme()
-			o.Cache = nodegroup.CacheOptions()
-		})
+		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() { _ = cl.Start(cctx) }()
-		if !cl.GetCache().WaitForCacheSync(cctx) { // the manager starts runnables such as certs.Manager after this
-			t.Fatal("the cache did not start")
+		validity, err := time.ParseDuration(args["webhook-cert-validity"])
+		if err != nil {
+			t.Fatal(err)
 		}
-
+		caValidity, err := time.ParseDuration(args["webhook-ca-validity"])
+		if err != nil {
+			t.Fatal(err)
+		}
 		m := &certs.Manager{
-			Client:               cl.GetClient(),
+			Client:               cs,
 			Secret:               types.NamespacedName{Namespace: releaseNamespace, Name: secretName},
 			WebhookConfiguration: configName,
 			DNSNames:             dnsNames,
-			CertDir:              t.TempDir(),
-			CAValidity:           5 * 365 * 24 * time.Hour,
-			CertValidity:         90 * 24 * time.Hour,
+			Identity:             "install-test",
+			CAValidity:           caValidity,
+			CertValidity:         validity,
 		}
-		ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
-		defer ecancel()
-		if issued, err := m.Ensure(ectx); err != nil || !issued {
-			t.Fatalf("as the operator's service account: issued=%v err=%v", issued, err)
+		mctx, mcancel := context.WithCancel(ctx)
+		defer mcancel()
+		go func() { _ = m.Start(mctx) }()
+		select {
+		case <-m.Serving():
+		case <-time.After(30 * time.Second):
+			t.Fatal("as the operator's service account: no serving certificate after 30s")
 		}
 		secret := &corev1.Secret{}
 		if err := env.Client.Get(ctx, m.Secret, secret); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), secret) })
-		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := env.Client.Get(ctx, types.NamespacedName{Name: configName}, vwc); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range vwc.Webhooks {
-			if len(w.ClientConfig.CABundle) == 0 || !bytes.Equal(w.ClientConfig.CABundle, secret.Data[certs.KeyCACert]) {
-				t.Errorf("webhook %s: caBundle not the Secret's CA", w.Name)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := env.Client.Get(ctx, types.NamespacedName{Name: configName}, vwc); err != nil {
+				t.Fatal(err)
 			}
+			injected := len(vwc.Webhooks) > 0
+			for _, w := range vwc.Webhooks {
+				injected = injected && bytes.Equal(w.ClientConfig.CABundle, secret.Data[certs.KeyCABundle])
+			}
+			if injected {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the caBundle is not the Secret's CA bundle after 30s")
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
+		mcancel()
 	})
 
 	// helm upgrade patches built-in kinds with a three-way strategic merge of the old
@@ -234,6 +244,42 @@ spec:
 		for _, verb := range []string{"get", "create", "update"} {
 			expectAccess(t, sa, true, authorizationv1.ResourceAttributes{Namespace: releaseNamespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: "nodegroup-operator.nodegroup.io"})
 			expectAccess(t, sa, false, authorizationv1.ResourceAttributes{Namespace: "default", Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: "nodegroup-operator.nodegroup.io"})
+		}
+	})
+
+	// Secure metrics (the default): the operator checks each scrape with a TokenReview
+	// and a SubjectAccessReview, and only a scraper bound to the metrics-reader role
+	// may get /metrics.
+	t.Run("the operator's service account checks who scrapes its metrics", func(t *testing.T) {
+		sa := serviceAccountUser(releaseNamespace, "nodegroup-operator")
+		expectAccess(t, sa, true, authorizationv1.ResourceAttributes{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"})
+		expectAccess(t, sa, true, authorizationv1.ResourceAttributes{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"})
+	})
+	t.Run("only a scraper bound to metrics-reader gets the metrics", func(t *testing.T) {
+		find(t, objs, "ClusterRole", "nodegroup-operator-metrics-reader")
+		prometheus := serviceAccountUser("monitoring", "prometheus")
+		other := serviceAccountUser("monitoring", "other")
+		expectURLAccess(t, prometheus, false, "get", "/metrics")
+		crb := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "prometheus-nodegroup-operator-metrics"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "nodegroup-operator-metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "monitoring", Name: "prometheus"}},
+		}
+		if err := env.Client.Create(ctx, crb); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crb) })
+		// The RBAC authorizer sees the binding through its informer, a moment later.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if allowed, _ := urlAllowed(t, prometheus, "get", "/metrics"); allowed {
+				break
+			}
+		}
+		expectURLAccess(t, prometheus, true, "get", "/metrics")
+		expectURLAccess(t, prometheus, false, "get", "/debug/pprof/")
+		expectURLAccess(t, other, false, "get", "/metrics")
+		for _, s := range []subject{prometheus, other} {
+			expectAccess(t, s, false, authorizationv1.ResourceAttributes{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"})
 		}
 	})
 }
@@ -288,4 +334,24 @@ func expectAccess(t *testing.T, s subject, want bool, attrs authorizationv1.Reso
 	if sar.Status.Allowed != want {
 		t.Errorf("%s %s %s/%s %q in %q: allowed=%v, want %v (%s)", s.user, attrs.Verb, attrs.Group, attrs.Resource, attrs.Name, attrs.Namespace, sar.Status.Allowed, want, sar.Status.Reason)
 	}
+}
+
+// expectURLAccess asks the API server's authorizer whether s may verb the non-resource
+// URL path, as controller-runtime's metrics filter asks about each scrape.
+func expectURLAccess(t *testing.T, s subject, want bool, verb, path string) {
+	t.Helper()
+	if allowed, reason := urlAllowed(t, s, verb, path); allowed != want {
+		t.Errorf("%s %s %s: allowed=%v, want %v (%s)", s.user, verb, path, allowed, want, reason)
+	}
+}
+
+func urlAllowed(t *testing.T, s subject, verb, path string) (bool, string) {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: s.user, Groups: s.groups, NonResourceAttributes: &authorizationv1.NonResourceAttributes{Verb: verb, Path: path},
+	}}
+	if err := env.Client.Create(context.Background(), sar); err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed, sar.Status.Reason
 }

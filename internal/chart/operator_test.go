@@ -94,8 +94,19 @@ func TestDeploymentArgsParseAsOperatorFlags(t *testing.T) {
 				t.Errorf("arguments the operator ignores: %v", run.Args())
 			}
 			env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
-			if len(env) != 1 || env[0].(map[string]any)["name"] != "POD_NAMESPACE" {
-				t.Errorf("env %v: POD_NAMESPACE from the downward API expected", env)
+			fromDownwardAPI := map[string]string{}
+			for _, e := range env {
+				e := e.(map[string]any)
+				field, _, _ := unstructured.NestedString(e, "valueFrom", "fieldRef", "fieldPath")
+				resource, _, _ := unstructured.NestedString(e, "valueFrom", "resourceFieldRef", "resource")
+				fromDownwardAPI[e["name"].(string)] = field + resource
+			}
+			// The operator reads these by name (main.go): its namespace, and its memory
+			// limit in bytes for the Go runtime (the default divisor, 1, gives bytes).
+			for name, want := range map[string]string{"POD_NAMESPACE": "metadata.namespace", "CONTAINER_MEMORY_LIMIT": "limits.memory"} {
+				if fromDownwardAPI[name] != want {
+					t.Errorf("env %v: %s from the downward API's %s expected", env, name, want)
+				}
 			}
 		})
 	}

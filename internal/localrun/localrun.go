@@ -1,8 +1,12 @@
 // Package localrun runs the operator binary beside a local control plane
-// (internal/testenv) the way the chart deploys it: the chart's RBAC and built-in objects
-// installed with the Helm Go SDK, and the binary authenticated as the chart's
-// ServiceAccount, so a local run proves the chart's RBAC is enough. The demo and the
-// scale benchmark under hack/, and the end-to-end environment (e2e/framework), share it.
+// (internal/testenv) the way the chart deploys it, so every suite runs what ships: the
+// chart rendered with the Helm Go SDK and installed but for its Deployment (Release),
+// the binary started with the Deployment's own arguments and environment, changing only
+// what a process outside a Pod cannot have (Command: listen addresses, the kubeconfig,
+// folders), authenticated as the chart's ServiceAccount (so a local run proves the
+// chart's RBAC is enough), with its webhook on and its certificate its own, called by
+// the API server on loopback. The demo and the scale benchmark under hack/, and the
+// end-to-end environment (e2e/framework), share it.
 package localrun
 
 import (
@@ -34,7 +38,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -66,28 +69,6 @@ func goTool() string {
 		return p
 	}
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
-// InstallChart renders the platform chart at root with the Helm Go SDK and applies what
-// it renders: RBAC, the built-in classes and location, the Deployment (inert here: a
-// local control plane runs no kubelet). The CRDs are already installed with the control
-// plane. The webhook is off: the API server cannot call back into a local process by
-// Service name.
-func InstallChart(ctx context.Context, c client.Client, root string) error {
-	objs, err := ChartObjects(root, map[string]any{"webhook": map[string]any{"enabled": false}})
-	if err != nil {
-		return err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}
-	if err := c.Create(ctx, ns); err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
-	}
-	return nil
 }
 
 // ChartObjects renders the platform chart at root with the Helm Go SDK, as the release

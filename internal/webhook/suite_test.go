@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -29,9 +29,6 @@ import (
 
 var (
 	env      *testenv.Env
-	certMgr  *certs.Manager
-	clock    = time.Now()
-	certDir  string
 	hookName = "nodegroup-operator"
 	// servingPort is where the webhook server listens.
 	servingPort int
@@ -55,27 +52,30 @@ func start(ctx context.Context) error {
 		return err
 	}
 	servingPort = port
-	certDir, err = os.MkdirTemp("", "webhook-certs-")
-	if err != nil {
-		return err
-	}
 	if err := registerWebhooks(ctx, port); err != nil {
 		return err
 	}
-	certMgr = &certs.Manager{
-		Client: env.Client, Secret: types.NamespacedName{Namespace: "default", Name: "nodegroup-operator-webhook"},
-		WebhookConfiguration: hookName, DNSNames: []string{"localhost"}, CertDir: certDir,
-		CAValidity: 365 * 24 * time.Hour, CertValidity: 24 * time.Hour, Now: func() time.Time { return clock },
-	}
-	// The server needs its certificate before it starts.
-	if _, err := certMgr.Ensure(ctx); err != nil {
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
 		return err
+	}
+	certMgr := &certs.Manager{
+		Client: cs, Secret: types.NamespacedName{Namespace: "default", Name: "nodegroup-operator-webhook"},
+		WebhookConfiguration: hookName, DNSNames: []string{"localhost"}, Identity: "webhook-suite",
+		CAValidity: 365 * 24 * time.Hour, CertValidity: 24 * time.Hour,
+	}
+	go func() { _ = certMgr.Start(ctx) }()
+	// The server needs its certificate before it starts.
+	select {
+	case <-certMgr.Serving():
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("no webhook certificate after 30s")
 	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:        scheme.New(),
 		Metrics:       metricsserver.Options{BindAddress: "0"},
 		Cache:         nodegroup.CacheOptions(),
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir}),
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: []func(*tls.Config){certMgr.TLSConfig}}),
 	})
 	if err != nil {
 		return err
@@ -139,16 +139,5 @@ func waitServing(port int) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("the webhook server did not start on port %d (certificates in %s)", port, filepath.Clean(certDir))
-}
-
-// servingSerial is the serial number of the certificate the webhook serves now.
-func servingSerial(t *testing.T) string {
-	t.Helper()
-	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", servingPort), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	return fmt.Errorf("the webhook server did not start on port %d", port)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,50 +164,28 @@ func waitRendered(t *testing.T, ng *v1.NodeGroup) {
 	t.Fatalf("pool %s never rendered", ng.Name)
 }
 
-// TestAdmissionLatencyAndRotation sends 1,000 server-side dry-run creates through the
-// webhook, rotating its certificate in the middle, and reports the p99 latency. Every
-// request must succeed: a rotation never drops admission.
-func TestAdmissionLatencyAndRotation(t *testing.T) {
+// TestAdmissionLatency sends 1,000 server-side dry-run creates through the webhook and
+// reports the p99 latency. Every request must succeed. (Certificate renewals and a CA
+// rotation under load are tested on the operator binary, in cmd/nodegroup-operator.)
+func TestAdmissionLatency(t *testing.T) {
 	ctx := context.Background()
 	ns := tenant(t, nil)
 	const n = 1000
 	latencies := make([]time.Duration, 0, n)
-	var mu sync.Mutex
-	var failed atomic.Int32
-	oldSerial := servingSerial(t)
+	failed := 0
 	for i := range n {
-		if i == n/2 {
-			clock = clock.Add(20 * time.Hour) // past two thirds of the 24h lifetime
-			if issued, err := certMgr.Ensure(ctx); err != nil || !issued {
-				t.Fatalf("rotation: issued=%v err=%v", issued, err)
-			}
-		}
 		start := time.Now()
 		err := env.Client.Create(ctx, pool(ns, fmt.Sprintf("dry-%d", i), nil), client.DryRunAll)
-		d := time.Since(start)
+		latencies = append(latencies, time.Since(start))
 		if err != nil {
-			failed.Add(1)
+			failed++
 			t.Errorf("request %d: %v", i, err)
 		}
-		mu.Lock()
-		latencies = append(latencies, d)
-		mu.Unlock()
 	}
-	if failed.Load() > 0 {
-		t.Fatalf("%d of %d requests failed", failed.Load(), n)
+	if failed > 0 {
+		t.Fatalf("%d of %d requests failed", failed, n)
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	t.Logf("admission (dry-run create through the webhook) over %d requests: p50 %s, p99 %s, max %s",
 		n, latencies[n/2], latencies[n*99/100], latencies[n-1])
-	// The webhook server reloads the rotated files; the serial it serves changes.
-	deadline := time.Now().Add(20 * time.Second)
-	for servingSerial(t) == oldSerial {
-		if time.Now().After(deadline) {
-			t.Fatal("the webhook still serves the old certificate 20s after rotation")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err := env.Client.Create(ctx, pool(ns, "after-rotation", nil), client.DryRunAll); err != nil {
-		t.Fatalf("a request after the new certificate is served: %v", err)
-	}
 }

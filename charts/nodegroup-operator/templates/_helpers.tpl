@@ -35,6 +35,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "nodegroup-operator.webhookDNSNames" -}}
 {{- $svc := include "nodegroup-operator.webhookService" . -}}
 {{ $svc }}.{{ .Release.Namespace }}.svc,{{ $svc }}.{{ .Release.Namespace }}.svc.{{ .Values.managementDNS.domain }}
+{{- range .Values.webhook.extraDNSNames }},{{ . }}{{ end }}
 {{- end -}}
 
 {{- define "nodegroup-operator.metricsService" -}}

@@ -1,67 +1,123 @@
 // Package certs gives the operator's admission webhook a serving certificate without
-// cert-manager: it keeps a CA and a serving certificate in a Secret, renews them before
-// they expire, writes them where the webhook server reads them (it reloads changed
-// files), and writes the CA into the webhook configuration's caBundle.
+// cert-manager. The Secret is the one source of the CA and the serving pair: every
+// replica watches it, serves its pair from memory (no files, so a new pair is served the
+// moment the Secret changes), and keeps the webhook configuration's caBundle equal to
+// the CAs it lists. Any replica may renew; writes carry the resourceVersion they read,
+// so replicas racing to create or renew settle on one pair, the loser reading the
+// winner's.
 //
-// Every replica runs it: each must serve with the current certificate. Writes to the
-// Secret use optimistic concurrency, so replicas racing to renew settle on one pair.
+// The webhook fails closed, so a replica serving a certificate the API server does not
+// trust blocks every pool's admission. A serving certificate is renewed under the same
+// CA, which the caBundle already trusts. A CA is rotated in steps (see plan): the new CA
+// is trusted before it signs anything, and the old one is dropped only once every live
+// replica reports, in an annotation of the Secret, that it serves a certificate of the
+// new one.
 package certs
 
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// Keys of the Secret.
+// ReportAnnotationPrefix starts the Secret annotations in which each replica reports,
+// during a CA rotation, the serving certificate it serves: the key ends with the
+// replica's name, the value is the certificate's fingerprint and the report's time.
+const ReportAnnotationPrefix = "serving.webhook.nodegroup.io/"
+
+// Defaults of the rotation's waits.
 const (
-	KeyCACert  = "ca.crt"
-	KeyCAKey   = "ca.key"
-	KeyTLSCert = "tls.crt"
-	KeyTLSKey  = "tls.key"
+	defaultTrustSettle    = 10 * time.Second
+	defaultReportInterval = 5 * time.Second
+	// maxWait bounds the wait between checks when nothing happens: renewals are timed
+	// from the certificates, this only guards against a wall clock that jumps.
+	maxWait = time.Hour
 )
 
-// Manager keeps the webhook's certificates.
+// Manager keeps the webhook's certificates. Start runs it; it must run on every
+// replica, not only the leader.
 type Manager struct {
-	// Client writes the Secret and the webhook configuration.
-	Client client.Client
-	// Secret holds the CA and the serving certificate.
+	// Client reads and writes the Secret and the webhook configuration.
+	Client kubernetes.Interface
+	// Secret holds the CA and the serving pair.
 	Secret types.NamespacedName
-	// WebhookConfiguration is the ValidatingWebhookConfiguration whose caBundle is kept.
+	// WebhookConfiguration is the ValidatingWebhookConfiguration whose caBundle is kept;
+	// empty keeps none.
 	WebhookConfiguration string
-	// DNSNames and IPs the serving certificate is valid for (the webhook Service's names).
+	// DNSNames the serving certificate is valid for (the webhook Service's names).
 	DNSNames []string
-	IPs      []net.IP
-	// CertDir is where tls.crt and tls.key are written for the webhook server.
-	CertDir string
-	// CAValidity and CertValidity are the lifetimes; a certificate is renewed when less
-	// than a third of its lifetime is left.
+	// Identity names this replica in its reports (the Pod's name).
+	Identity string
+	// CAValidity and CertValidity are the lifetimes; each is renewed with a third left.
 	CAValidity   time.Duration
 	CertValidity time.Duration
-	// CheckInterval is how often Start checks; 0 means an hour.
-	CheckInterval time.Duration
-	// Now is the clock, for tests; nil is time.Now.
+	// TrustSettle is how long every webhook must have trusted a new CA before it signs
+	// the serving certificate: the time the API servers take to see a changed caBundle.
+	// 0 is 10s.
+	TrustSettle time.Duration
+	// ReportInterval is how often each replica reports what it serves during a CA
+	// rotation; a report counts as live for three intervals. 0 is 5s.
+	ReportInterval time.Duration
+	// Now is the clock of the certificates' validity, for tests; nil is time.Now.
 	Now func() time.Time
+
+	served      atomic.Pointer[servedPair]
+	servingOnce sync.Once
+	serving     chan struct{}
+	kick        chan struct{}
+	secrets     cache.Store
+	configs     cache.Store
+	initOnce    sync.Once
+
+	// What this replica has seen of a rotation; only the loop in Start touches them.
+	nextTrusted      string // fingerprint of the next CA every webhook trusts, or ""
+	nextTrustedSince time.Time
+	leafSeen         string // fingerprint of the Secret's serving certificate
+	leafSince        time.Time
+	reports          map[string]report
+	lastReport       time.Time
+}
+
+type servedPair struct {
+	tls         *tls.Certificate
+	leaf        *x509.Certificate
+	fingerprint string
+}
+
+// report is a replica's last report as this replica saw it change.
+type report struct {
+	value string
+	seen  time.Time
+}
+
+func (m *Manager) init() {
+	m.initOnce.Do(func() {
+		m.serving = make(chan struct{})
+		m.kick = make(chan struct{}, 1)
+		m.reports = map[string]report{}
+	})
 }
 
 func (m *Manager) now() time.Time {
@@ -71,217 +127,421 @@ func (m *Manager) now() time.Time {
 	return time.Now()
 }
 
-// Start checks once, then every CheckInterval until ctx ends. It implements
-// manager.Runnable; it must run on every replica, not only the leader.
-func (m *Manager) Start(ctx context.Context) error {
-	interval := m.CheckInterval
-	if interval == 0 {
-		interval = time.Hour
+func (m *Manager) policy() policy {
+	return policy{dnsNames: m.DNSNames, caValidity: m.CAValidity, certValidity: m.CertValidity}
+}
+
+func (m *Manager) trustSettle() time.Duration {
+	if m.TrustSettle > 0 {
+		return m.TrustSettle
 	}
-	logger := log.FromContext(ctx).WithName("webhook-certs")
-	for {
-		if _, err := m.Ensure(ctx); err != nil {
-			logger.Error(err, "keeping the webhook certificate")
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(interval):
-		}
+	return defaultTrustSettle
+}
+
+func (m *Manager) reportInterval() time.Duration {
+	if m.ReportInterval > 0 {
+		return m.ReportInterval
 	}
+	return defaultReportInterval
 }
 
 // NeedLeaderElection is false: every replica serves the webhook.
 func (m *Manager) NeedLeaderElection() bool { return false }
 
-// Ensure makes the Secret, the files and the caBundle current. It reports whether it
-// issued a new serving certificate.
-func (m *Manager) Ensure(ctx context.Context) (bool, error) {
-	secret := &corev1.Secret{}
-	err := m.Client.Get(ctx, m.Secret, secret)
-	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false, err
-	}
-	data := secret.Data
-	issued := false
-	if !m.valid(data[KeyCACert], data[KeyCAKey], m.CAValidity) {
-		caCert, caKey, err := m.newCA()
-		if err != nil {
-			return false, err
-		}
-		data = map[string][]byte{KeyCACert: caCert, KeyCAKey: caKey}
-	}
-	if !m.valid(data[KeyTLSCert], data[KeyTLSKey], m.CertValidity) || !signedBy(data[KeyTLSCert], data[KeyCACert]) {
-		cert, key, err := m.newServingCert(data[KeyCACert], data[KeyCAKey])
-		if err != nil {
-			return false, err
-		}
-		data[KeyTLSCert], data[KeyTLSKey] = cert, key
-		issued = true
-	}
-	if issued {
-		if err := m.writeSecret(ctx, secret, exists, data); err != nil {
-			return false, err
-		}
-	}
-	if err := m.writeFiles(data); err != nil {
-		return issued, err
-	}
-	return issued, m.injectCABundle(ctx, data[KeyCACert])
+// Serving closes once this replica has a serving pair; the webhook server must not
+// start before it.
+func (m *Manager) Serving() <-chan struct{} {
+	m.init()
+	return m.serving
 }
 
-func (m *Manager) writeSecret(ctx context.Context, secret *corev1.Secret, exists bool, data map[string][]byte) error {
-	if !exists {
-		secret = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: m.Secret.Namespace, Name: m.Secret.Name},
-			Type:       corev1.SecretTypeTLS, Data: data,
-		}
-		return m.Client.Create(ctx, secret)
+// TLSConfig makes the webhook server serve the Secret's pair from memory.
+func (m *Manager) TLSConfig(c *tls.Config) { c.GetCertificate = m.getCertificate }
+
+func (m *Manager) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	s := m.served.Load()
+	if s == nil {
+		return nil, errors.New("no webhook serving certificate yet")
 	}
-	secret.Data = data
-	// The update carries the resourceVersion read: a replica that renewed first wins,
-	// the others get a conflict and take its pair on their next check.
-	return m.Client.Update(ctx, secret)
+	return s.tls, nil
 }
 
-// writeFiles writes the pair for the webhook server, only when it changed, each file
-// replaced atomically so the server never reads half a certificate.
-func (m *Manager) writeFiles(data map[string][]byte) error {
-	if m.CertDir == "" {
+// ReadyCheck is ready when started (the webhook server's StartedChecker) passes and
+// every webhook's caBundle trusts the pair this replica serves: a replica the API server
+// would refuse is kept out of the Service.
+func (m *Manager) ReadyCheck(started healthz.Checker) healthz.Checker {
+	return func(req *http.Request) error {
+		s := m.served.Load()
+		if s == nil {
+			return errors.New("no webhook serving certificate yet")
+		}
+		if started != nil {
+			if err := started(req); err != nil {
+				return err
+			}
+		}
+		if m.WebhookConfiguration == "" {
+			return nil
+		}
+		cfg := m.config()
+		if cfg == nil {
+			return fmt.Errorf("the ValidatingWebhookConfiguration %s is not there yet", m.WebhookConfiguration)
+		}
+		for _, w := range cfg.Webhooks {
+			roots := x509.NewCertPool()
+			roots.AppendCertsFromPEM(w.ClientConfig.CABundle)
+			if _, err := s.leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: m.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+				return fmt.Errorf("the caBundle of webhook %s does not trust the served certificate %s: %w", w.Name, s.fingerprint, err)
+			}
+		}
 		return nil
 	}
-	if err := os.MkdirAll(m.CertDir, 0o700); err != nil {
-		return err
+}
+
+// Start watches the Secret and the webhook configuration and keeps both current until
+// ctx ends.
+func (m *Manager) Start(ctx context.Context) error {
+	m.init()
+	logger := log.FromContext(ctx).WithName("webhook-certs")
+	ctx = log.IntoContext(ctx, logger)
+	secrets := m.informer(&corev1.Secret{}, m.Secret.Name,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return m.Client.CoreV1().Secrets(m.Secret.Namespace).List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return m.Client.CoreV1().Secrets(m.Secret.Namespace).Watch(ctx, o)
+		})
+	m.secrets = secrets.GetStore()
+	informers := []cache.SharedIndexInformer{secrets}
+	if m.WebhookConfiguration != "" {
+		configs := m.informer(&admissionregistrationv1.ValidatingWebhookConfiguration{}, m.WebhookConfiguration,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return m.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return m.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Watch(ctx, o)
+			})
+		m.configs = configs.GetStore()
+		informers = append(informers, configs)
 	}
-	for name, content := range map[string][]byte{KeyTLSKey: data[KeyTLSKey], KeyTLSCert: data[KeyTLSCert]} {
-		path := filepath.Join(m.CertDir, name)
-		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
+	for _, inf := range informers {
+		go inf.RunWithContext(ctx)
+	}
+	for _, inf := range informers {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return nil // ctx ended
+		}
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.kick:
+		case <-timer.C:
+		}
+		wait, err := m.sync(ctx)
+		if err != nil {
+			failures++
+			wait = min(time.Duration(1<<min(failures, 5))*time.Second, 30*time.Second)
+			logger.Error(err, "keeping the webhook certificate", "retry in", wait)
+		} else {
+			failures = 0
+		}
+		timer.Reset(wait)
+	}
+}
+
+// informer watches the one object called name (a field selector, which RBAC limited to
+// that name allows) and kicks the loop on every change.
+func (m *Manager) informer(obj runtime.Object, name string,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return watchFn(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
+	kick := func() {
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { kick() }, UpdateFunc: func(any, any) { kick() }, DeleteFunc: func(any) { kick() },
+	})
+	return inf
+}
+
+func (m *Manager) secret() *corev1.Secret {
+	obj, ok, _ := m.secrets.GetByKey(m.Secret.Namespace + "/" + m.Secret.Name)
+	if !ok {
+		return nil
+	}
+	return obj.(*corev1.Secret)
+}
+
+func (m *Manager) config() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	if m.configs == nil {
+		return nil
+	}
+	obj, ok, _ := m.configs.GetByKey(m.WebhookConfiguration)
+	if !ok {
+		return nil
+	}
+	return obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+}
+
+// sync moves the Secret one step, serves its pair and keeps the caBundle; it returns
+// how long to wait before the next check when nothing changes.
+func (m *Manager) sync(ctx context.Context) (time.Duration, error) {
+	logger := log.FromContext(ctx)
+	now := m.now()
+	secret := m.secret()
+	if secret == nil {
+		data, reason, err := m.policy().plan(nil, progress{}, now)
+		if err != nil {
+			return 0, err
+		}
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: m.Secret.Namespace, Name: m.Secret.Name,
+				Labels: map[string]string{"app.kubernetes.io/managed-by": "nodegroup-operator"}},
+			Type: corev1.SecretTypeTLS, Data: data,
+		}
+		_, err = m.Client.CoreV1().Secrets(m.Secret.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			logger.Info("another replica created the webhook certificate Secret first; serving its pair")
+			return time.Second, nil // the watch brings the winner's Secret
+		}
+		if err != nil {
+			return 0, fmt.Errorf("creating the Secret %s: %w", m.Secret, err)
+		}
+		logger.Info(reason, "secret", m.Secret.String())
+		return time.Second, nil
+	}
+	m.serve(ctx, secret.Data)
+	m.observe(secret, now)
+	data, reason, err := m.policy().plan(secret.Data, m.progress(now), now)
+	if err != nil {
+		return 0, err
+	}
+	if reason != "" {
+		updated := secret.DeepCopy()
+		updated.Data = data
+		if !rotating(data) {
+			for k := range updated.Annotations {
+				if strings.HasPrefix(k, ReportAnnotationPrefix) {
+					delete(updated.Annotations, k)
+				}
+			}
+		}
+		// The update carries the resourceVersion read: a replica that wrote first wins,
+		// the others get a conflict and take its Secret from the watch.
+		_, err := m.Client.CoreV1().Secrets(m.Secret.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return time.Second, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("updating the Secret %s: %w", m.Secret, err)
+		}
+		logger.Info(reason, "secret", m.Secret.String())
+		return time.Second, nil
+	}
+	if err := m.injectCABundle(ctx, secret.Data[KeyCABundle]); err != nil {
+		return 0, err
+	}
+	if rotating(secret.Data) {
+		if now.Sub(m.lastReport) >= m.reportInterval() {
+			if err := m.reportServing(ctx); err != nil {
+				return 0, err
+			}
+		}
+		return m.reportInterval(), nil
+	}
+	return m.untilRenewal(secret.Data, now), nil
+}
+
+// serve makes the Secret's pair the one the webhook server hands out.
+func (m *Manager) serve(ctx context.Context, data map[string][]byte) {
+	p, ok := parsePair(data[KeyTLSCert], data[KeyTLSKey])
+	if !ok {
+		return
+	}
+	fp := fingerprint(p.cert)
+	if cur := m.served.Load(); cur != nil && cur.fingerprint == fp {
+		return
+	}
+	tc, err := tls.X509KeyPair(p.certPEM, p.keyPEM)
+	if err != nil {
+		return
+	}
+	tc.Leaf = p.cert
+	m.served.Store(&servedPair{tls: &tc, leaf: p.cert, fingerprint: fp})
+	log.FromContext(ctx).Info("serving the webhook certificate", "fingerprint", fp, "notAfter", p.cert.NotAfter.UTC().Format(time.RFC3339))
+	m.servingOnce.Do(func() { close(m.serving) })
+}
+
+// observe notes when this replica first saw what the rotation waits on.
+func (m *Manager) observe(secret *corev1.Secret, now time.Time) {
+	if next, ok := parsePair(secret.Data[KeyNextCACert], secret.Data[KeyNextCAKey]); ok && m.everyWebhookTrusts(next.cert) {
+		if fp := fingerprint(next.cert); fp != m.nextTrusted {
+			m.nextTrusted, m.nextTrustedSince = fp, now
+		}
+	} else {
+		m.nextTrusted = ""
+	}
+	if leaf, ok := parsePair(secret.Data[KeyTLSCert], secret.Data[KeyTLSKey]); ok {
+		if fp := fingerprint(leaf.cert); fp != m.leafSeen {
+			m.leafSeen, m.leafSince = fp, now
+		}
+	}
+	present := map[string]bool{}
+	for k, v := range secret.Annotations {
+		if !strings.HasPrefix(k, ReportAnnotationPrefix) {
 			continue
 		}
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, content, 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return err
+		present[k] = true
+		if r, ok := m.reports[k]; !ok || r.value != v {
+			m.reports[k] = report{value: v, seen: now}
 		}
 	}
+	for k := range m.reports {
+		if !present[k] {
+			delete(m.reports, k)
+		}
+	}
+}
+
+// progress says how far the rotation's waits are. A replica's report is live while it
+// changed within three report intervals; a replica that stopped reporting is gone.
+func (m *Manager) progress(now time.Time) progress {
+	window := 3 * m.reportInterval()
+	pr := progress{nextCATrusted: m.nextTrusted != "" && now.Sub(m.nextTrustedSince) >= m.trustSettle()}
+	served := m.served.Load()
+	if served == nil || served.fingerprint != m.leafSeen || now.Sub(m.leafSince) < window {
+		return pr
+	}
+	for _, r := range m.reports {
+		if now.Sub(r.seen) < window && reportedFingerprint(r.value) != m.leafSeen {
+			return pr
+		}
+	}
+	pr.everyReplicaServes = true
+	return pr
+}
+
+func (m *Manager) everyWebhookTrusts(ca *x509.Certificate) bool {
+	cfg := m.config()
+	if m.WebhookConfiguration == "" {
+		return true
+	}
+	if cfg == nil || len(cfg.Webhooks) == 0 {
+		return false
+	}
+	for _, w := range cfg.Webhooks {
+		if !containsCert(parseCerts(w.ClientConfig.CABundle), ca) {
+			return false
+		}
+	}
+	return true
+}
+
+// reportServing writes, under this replica's name, the fingerprint of the pair it
+// serves. It reads the Secret live first and serves that, so a replica whose watch lags
+// never reports an old pair as current; the write carries the resourceVersion read, so
+// a report never lands on a Secret whose rotation it did not see.
+func (m *Manager) reportServing(ctx context.Context) error {
+	secret, err := m.Client.CoreV1().Secrets(m.Secret.Namespace).Get(ctx, m.Secret.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading the Secret %s: %w", m.Secret, err)
+	}
+	m.serve(ctx, secret.Data)
+	if !rotating(secret.Data) {
+		return nil
+	}
+	served := m.served.Load()
+	if served == nil {
+		return nil
+	}
+	value := served.fingerprint + " " + m.now().UTC().Format(time.RFC3339Nano)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": secret.ResourceVersion,
+		"annotations":     map[string]string{ReportAnnotationPrefix + m.Identity: value},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = m.Client.CoreV1().Secrets(m.Secret.Namespace).Patch(ctx, m.Secret.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsConflict(err) {
+		return nil // the Secret moved on; the next check reports on what it holds now
+	}
+	if err != nil {
+		return fmt.Errorf("reporting the served certificate on the Secret %s: %w", m.Secret, err)
+	}
+	m.lastReport = m.now()
 	return nil
 }
 
-func (m *Manager) injectCABundle(ctx context.Context, ca []byte) error {
+func reportedFingerprint(value string) string {
+	fp, _, _ := strings.Cut(value, " ")
+	return fp
+}
+
+// injectCABundle makes every webhook's caBundle the Secret's bundle, by a strategic
+// merge patch (webhooks merge by name) that carries the resourceVersion read.
+func (m *Manager) injectCABundle(ctx context.Context, bundle []byte) error {
 	if m.WebhookConfiguration == "" {
 		return nil
 	}
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := m.Client.Get(ctx, client.ObjectKey{Name: m.WebhookConfiguration}, cfg); err != nil {
-		return fmt.Errorf("reading the webhook configuration %s: %w", m.WebhookConfiguration, err)
+	cfg := m.config()
+	if cfg == nil {
+		return fmt.Errorf("the ValidatingWebhookConfiguration %s does not exist", m.WebhookConfiguration)
 	}
-	patch := client.MergeFromWithOptions(cfg.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	changed := false
-	for i := range cfg.Webhooks {
-		if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, ca) {
-			cfg.Webhooks[i].ClientConfig.CABundle = ca
-			changed = true
+	var hooks []map[string]any
+	for _, w := range cfg.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, bundle) {
+			hooks = append(hooks, map[string]any{"name": w.Name, "clientConfig": map[string]any{"caBundle": bundle}})
 		}
 	}
-	if !changed {
+	if len(hooks) == 0 {
 		return nil
 	}
-	return m.Client.Patch(ctx, cfg, patch)
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": cfg.ResourceVersion},
+		"webhooks": hooks,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = m.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, cfg.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsConflict(err) {
+		return nil // the watch brings the newer configuration, and a check after it
+	}
+	if err != nil {
+		return fmt.Errorf("writing the caBundle of %s: %w", m.WebhookConfiguration, err)
+	}
+	log.FromContext(ctx).Info("wrote the webhook CA bundle", "configuration", m.WebhookConfiguration, "cas", len(parseCerts(bundle)))
+	return nil
 }
 
-// valid says whether a PEM pair parses and has more than a third of its lifetime left.
-func (m *Manager) valid(certPEM, keyPEM []byte, lifetime time.Duration) bool {
-	cert, err := parseCert(certPEM)
-	if err != nil || len(keyPEM) == 0 {
-		return false
+// untilRenewal is the wait until the serving certificate or the CA is due for renewal.
+func (m *Manager) untilRenewal(data map[string][]byte, now time.Time) time.Duration {
+	wait := maxWait
+	if leaf, ok := parsePair(data[KeyTLSCert], data[KeyTLSKey]); ok {
+		wait = min(wait, renewAt(leaf.cert, m.CertValidity).Sub(now))
 	}
-	return m.now().Add(lifetime / 3).Before(cert.NotAfter)
-}
-
-func signedBy(certPEM, caPEM []byte) bool {
-	cert, err1 := parseCert(certPEM)
-	ca, err2 := parseCert(caPEM)
-	return err1 == nil && err2 == nil && cert.CheckSignatureFrom(ca) == nil
-}
-
-func parseCert(p []byte) (*x509.Certificate, error) {
-	block, _ := pem.Decode(p)
-	if block == nil {
-		return nil, errors.New("no PEM certificate")
+	if ca, ok := parsePair(data[KeyCACert], data[KeyCAKey]); ok {
+		wait = min(wait, renewAt(ca.cert, m.CAValidity).Sub(now))
 	}
-	return x509.ParseCertificate(block.Bytes)
-}
-
-func (m *Manager) newCA() ([]byte, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	now := m.now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "nodegroup-operator-webhook-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(m.CAValidity),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return encode(der, key)
-}
-
-func (m *Manager) newServingCert(caPEM, caKeyPEM []byte) ([]byte, []byte, error) {
-	ca, err := parseCert(caPEM)
-	if err != nil {
-		return nil, nil, err
-	}
-	block, _ := pem.Decode(caKeyPEM)
-	if block == nil {
-		return nil, nil, errors.New("CA key is not PEM")
-	}
-	caKey, err := x509.ParseECPrivateKey(block.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	now := m.now()
-	notAfter := now.Add(m.CertValidity)
-	if notAfter.After(ca.NotAfter) {
-		notAfter = ca.NotAfter
-	}
-	cn := "nodegroup-operator-webhook"
-	if len(m.DNSNames) > 0 {
-		cn = m.DNSNames[0]
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
-		DNSNames: m.DNSNames, IPAddresses: m.IPs,
-		NotBefore: now.Add(-time.Hour), NotAfter: notAfter,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	return encode(der, key)
-}
-
-func encode(der []byte, key *ecdsa.PrivateKey) ([]byte, []byte, error) {
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	return n
+	return max(wait, time.Second)
 }

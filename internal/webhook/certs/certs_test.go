@@ -1,13 +1,16 @@
 package certs_test
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"net"
-	"os"
-	"path/filepath"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,106 +18,299 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook/certs"
 )
 
-var env *testenv.Env
+var (
+	env       *testenv.Env
+	clientset kubernetes.Interface
+)
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, false, func(e *testenv.Env) error { env = e; return nil })
+	testenv.Main(m, false, func(e *testenv.Env) error {
+		env = e
+		var err error
+		clientset, err = kubernetes.NewForConfig(e.Config)
+		return err
+	})
 }
 
-func TestCertificatesIssuedInjectedAndRenewed(t *testing.T) {
-	ctx := context.Background()
-	url := "https://localhost:9443/validate"
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "certs-test"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "nodegroups.nodegroup.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
-			AdmissionReviewVersions: []string{"v1"}, SideEffects: ptr(admissionregistrationv1.SideEffectClassNone),
-		}},
-	}
-	if err := env.Client.Create(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	dir := t.TempDir()
-	m := &certs.Manager{
-		Client: env.Client, Secret: types.NamespacedName{Namespace: "default", Name: "webhook-certs"},
-		WebhookConfiguration: cfg.Name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
-		CertDir: dir, CAValidity: 365 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour,
-		Now: func() time.Time { return now },
-	}
-
-	issued, err := m.Ensure(ctx)
-	if err != nil || !issued {
-		t.Fatalf("first Ensure: issued=%v err=%v", issued, err)
-	}
-	secret := &corev1.Secret{}
-	if err := env.Client.Get(ctx, m.Secret, secret); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Get(ctx, types.NamespacedName{Name: cfg.Name}, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(cfg.Webhooks[0].ClientConfig.CABundle, secret.Data[certs.KeyCACert]) {
-		t.Fatal("caBundle is not the Secret's CA")
-	}
-	first := verify(t, dir, secret.Data[certs.KeyCACert])
-
-	// Nothing to do while the certificate is fresh.
-	rv := secret.ResourceVersion
-	if issued, err := m.Ensure(ctx); err != nil || issued {
-		t.Fatalf("second Ensure: issued=%v err=%v", issued, err)
-	}
-	if err := env.Client.Get(ctx, m.Secret, secret); err != nil || secret.ResourceVersion != rv {
-		t.Fatalf("the Secret was written on a no-op check (%v)", err)
-	}
-
-	// Past two thirds of its lifetime, the serving certificate is renewed under the same CA.
-	now = now.Add(21 * 24 * time.Hour)
-	if issued, err := m.Ensure(ctx); err != nil || !issued {
-		t.Fatalf("Ensure after 21 days: issued=%v err=%v", issued, err)
-	}
-	if err := env.Client.Get(ctx, m.Secret, secret); err != nil {
-		t.Fatal(err)
-	}
-	second := verify(t, dir, secret.Data[certs.KeyCACert])
-	if first.SerialNumber.Cmp(second.SerialNumber) == 0 {
-		t.Fatal("the renewed certificate has the old serial")
-	}
-	if err := env.Client.Get(ctx, types.NamespacedName{Name: cfg.Name}, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(cfg.Webhooks[0].ClientConfig.CABundle, secret.Data[certs.KeyCACert]) {
-		t.Fatal("caBundle does not follow the CA")
-	}
-}
-
-// verify checks the files on disk form a pair the CA signed for localhost and 127.0.0.1.
-func verify(t *testing.T, dir string, caPEM []byte) *x509.Certificate {
+// webhookConfiguration creates a ValidatingWebhookConfiguration of two webhooks, as the
+// chart's, with no caBundle.
+func webhookConfiguration(t *testing.T, name string) {
 	t.Helper()
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	for _, name := range []string{"localhost", "127.0.0.1"} {
-		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: name, CurrentTime: cert.NotBefore.Add(2 * time.Hour)}); err != nil {
-			t.Errorf("certificate for %s: %v", name, err)
+	url := "https://localhost:9443/validate"
+	none := admissionregistrationv1.SideEffectClassNone
+	hook := func(n string) admissionregistrationv1.ValidatingWebhook {
+		return admissionregistrationv1.ValidatingWebhook{
+			Name: n, ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
+			AdmissionReviewVersions: []string{"v1"}, SideEffects: &none,
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "tls.key.tmp")); err == nil {
-		t.Error("a temporary file was left behind")
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks:   []admissionregistrationv1.ValidatingWebhook{hook("a.nodegroup.io"), hook("b.nodegroup.io")},
 	}
-	return cert
+	if err := env.Client.Create(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
 }
 
-func ptr[T any](v T) *T { return &v }
+// replica is one manager running until the test ends.
+type replica struct {
+	*certs.Manager
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func start(t *testing.T, name string, m *certs.Manager) *replica {
+	t.Helper()
+	m.Client, m.Identity = clientset, name
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{Manager: m, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(r.done); _ = r.Start(ctx) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *replica) stop() { r.cancel(); <-r.done }
+
+// serving is the fingerprint of the certificate the replica hands to a TLS client.
+func (r *replica) serving(t *testing.T) (string, *x509.Certificate) {
+	t.Helper()
+	select {
+	case <-r.Serving():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("replica %s serves nothing after 30s", r.Identity)
+	}
+	tc, err := tlsCertificate(r.Manager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(tc.Raw)
+	return hex.EncodeToString(sum[:]), tc
+}
+
+func tlsCertificate(m *certs.Manager) (*x509.Certificate, error) {
+	cfg := tlsConfig(m)
+	c, err := cfg.GetCertificate(nil)
+	if err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(c.Certificate[0])
+}
+
+func secretAndConfig(t *testing.T, secret types.NamespacedName, cfgName string) (*corev1.Secret, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := clientset.CoreV1().Secrets(secret.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := clientset.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, cfgName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+// trusted fails unless every webhook's caBundle verifies cert.
+func trusted(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, cert *x509.Certificate) error {
+	for _, w := range cfg.Webhooks {
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(w.ClientConfig.CABundle)
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost"}); err != nil {
+			return fmt.Errorf("webhook %s: %w", w.Name, err)
+		}
+	}
+	return nil
+}
+
+// manager is a replica's configuration; short makes the lifetimes and waits short.
+func manager(secret types.NamespacedName, cfg string, short bool) *certs.Manager {
+	m := &certs.Manager{
+		Secret: secret, WebhookConfiguration: cfg, DNSNames: []string{"localhost"},
+		CAValidity: 365 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour,
+	}
+	if short {
+		m.CAValidity, m.CertValidity = 45*time.Second, 12*time.Second
+		m.TrustSettle, m.ReportInterval = 2*time.Second, time.Second
+	}
+	return m
+}
+
+// TestReplicasAgreeAndARestartWritesNothing starts two replicas at once on a missing
+// Secret: they settle on one CA and one pair (one create wins, the other reads it), the
+// caBundle trusts it and both are ready. A replica started again with everything in
+// place writes nothing.
+func TestReplicasAgreeAndARestartWritesNothing(t *testing.T) {
+	secret := types.NamespacedName{Namespace: "default", Name: "agree-certs"}
+	webhookConfiguration(t, "agree")
+	var replicas []*replica
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range 2 {
+		wg.Go(func() {
+			r := start(t, fmt.Sprintf("replica-%d", i), manager(secret, "agree", false))
+			mu.Lock()
+			replicas = append(replicas, r)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	fp0, cert := replicas[0].serving(t)
+	fp1, _ := replicas[1].serving(t)
+	if fp0 != fp1 {
+		t.Fatalf("the replicas serve different certificates: %s and %s", fp0, fp1)
+	}
+	eventually(t, 10*time.Second, func() error {
+		for _, r := range replicas {
+			if err := r.ReadyCheck(nil)(nil); err != nil {
+				return fmt.Errorf("replica %s: %w", r.Identity, err)
+			}
+		}
+		_, cfg := secretAndConfig(t, secret, "agree")
+		return trusted(cfg, cert)
+	})
+	s, cfg := secretAndConfig(t, secret, "agree")
+	if got := s.Labels["app.kubernetes.io/managed-by"]; got != "nodegroup-operator" {
+		t.Errorf("the Secret's managed-by label is %q", got)
+	}
+
+	for _, r := range replicas {
+		r.stop()
+	}
+	again := start(t, "replica-restarted", manager(secret, "agree", false))
+	if fp, _ := again.serving(t); fp != fp0 {
+		t.Fatal("the restarted replica serves another certificate")
+	}
+	time.Sleep(2 * time.Second)
+	s2, cfg2 := secretAndConfig(t, secret, "agree")
+	if s2.ResourceVersion != s.ResourceVersion || cfg2.ResourceVersion != cfg.ResourceVersion {
+		t.Fatalf("a restart with the Secret in place wrote: Secret %s -> %s, configuration %s -> %s",
+			s.ResourceVersion, s2.ResourceVersion, cfg.ResourceVersion, cfg2.ResourceVersion)
+	}
+}
+
+// TestRotationsKeepEveryReplicaTrusted runs two replicas with lifetimes short enough to
+// renew the serving certificate several times and the CA once, and checks every 20ms
+// that each serves a certificate every webhook's caBundle trusts. It also checks that
+// each renewal is served by both within a second of its write (the watch, not a timer),
+// and that the rotation ends with one CA and no reports left on the Secret.
+func TestRotationsKeepEveryReplicaTrusted(t *testing.T) {
+	secret := types.NamespacedName{Namespace: "default", Name: "rotate-certs"}
+	webhookConfiguration(t, "rotate")
+	replicas := []*replica{start(t, "r0", manager(secret, "rotate", true)), start(t, "r1", manager(secret, "rotate", true))}
+	for _, r := range replicas {
+		r.serving(t)
+	}
+	firstCA := caOf(t, secret)
+
+	var lastRV string
+	var lastChange time.Time
+	var maxCAs int
+	served := map[string]bool{}
+	deadline := time.Now().Add(50 * time.Second)
+	for time.Now().Before(deadline) {
+		before, cfg := secretAndConfig(t, secret, "rotate")
+		maxCAs = max(maxCAs, strings.Count(string(cfg.Webhooks[0].ClientConfig.CABundle), "BEGIN CERTIFICATE"))
+		var fps []string
+		for _, r := range replicas {
+			fp, cert := r.serving(t)
+			// A replica may already serve a pair written after cfg was read, but the
+			// caBundle trusted its CA before that pair was written.
+			if err := trusted(cfg, cert); err != nil {
+				t.Fatalf("replica %s serves a certificate the caBundle does not trust: %v", r.Identity, err)
+			}
+			fps = append(fps, fp)
+		}
+		after, _ := secretAndConfig(t, secret, "rotate")
+		if after.ResourceVersion != lastRV {
+			lastRV, lastChange = after.ResourceVersion, time.Now()
+		}
+		current := []string{fingerprintPEM(t, before.Data[certs.KeyTLSCert]), fingerprintPEM(t, after.Data[certs.KeyTLSCert])}
+		served[current[1]] = true
+		for i, fp := range fps {
+			if !slices.Contains(current, fp) && time.Since(lastChange) > time.Second {
+				t.Fatalf("replica %s does not serve the Secret's certificate %s after it was written", replicas[i].Identity, time.Since(lastChange).Round(time.Millisecond))
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// 12s certificates are renewed every 8s, and the CA rotation issues one more.
+	if len(served) < 5 {
+		t.Errorf("%d serving certificates in 50s, want at least 5", len(served))
+	}
+	if maxCAs != 2 {
+		t.Errorf("the caBundle held at most %d CAs during the rotation, want 2", maxCAs)
+	}
+	if caOf(t, secret).Equal(firstCA) {
+		t.Fatal("the CA was not rotated in 50s with a 45s lifetime")
+	}
+	eventually(t, 20*time.Second, func() error {
+		s, cfg := secretAndConfig(t, secret, "rotate")
+		if n := strings.Count(string(cfg.Webhooks[0].ClientConfig.CABundle), "BEGIN CERTIFICATE"); n != 1 && !rotatingNow(s) {
+			return fmt.Errorf("the caBundle holds %d CAs after the rotation", n)
+		}
+		for k := range s.Annotations {
+			if strings.HasPrefix(k, certs.ReportAnnotationPrefix) && !rotatingNow(s) {
+				return fmt.Errorf("report %s left on the Secret after the rotation", k)
+			}
+		}
+		return nil
+	})
+}
+
+func rotatingNow(s *corev1.Secret) bool {
+	return len(s.Data[certs.KeyNextCACert]) > 0 || strings.Count(string(s.Data[certs.KeyCABundle]), "BEGIN CERTIFICATE") > 1
+}
+
+func caOf(t *testing.T, secret types.NamespacedName) *x509.Certificate {
+	t.Helper()
+	s, _ := secretAndConfig(t, secret, "rotate")
+	return parsePEM(t, s.Data[certs.KeyCACert])
+}
+
+func fingerprintPEM(t *testing.T, p []byte) string {
+	t.Helper()
+	sum := sha256.Sum256(parsePEM(t, p).Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+func eventually(t *testing.T, within time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tlsConfig(m *certs.Manager) *tls.Config {
+	c := &tls.Config{}
+	m.TLSConfig(c)
+	return c
+}
+
+func parsePEM(t *testing.T, p []byte) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(p)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
