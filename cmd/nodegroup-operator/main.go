@@ -201,15 +201,20 @@ func startCertManager(ctx context.Context, cfg *rest.Config, m *certs.Manager) (
 		return nil, err
 	}
 	m.Client = cs
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
 	ctx = ctrllog.IntoContext(ctx, ctrl.Log)
 	go func() { _ = m.Start(ctx) }()
+	// Within the chart's liveness budget (15s, then three 20s probes), so this error,
+	// not a probe, ends a replica that cannot reach its Secret.
 	select {
 	case <-m.Serving():
 		return m, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-time.After(2 * time.Minute):
-		return nil, fmt.Errorf("no webhook serving certificate after 2m: the Secret %s could not be read or written (see the errors above)", m.Secret)
+	case <-time.After(time.Minute):
+		return nil, fmt.Errorf("no webhook serving certificate after 1m: the Secret %s could not be read or written (see the errors above)", m.Secret)
 	}
 }
 

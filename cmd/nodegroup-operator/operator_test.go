@@ -86,6 +86,13 @@ func install(t *testing.T, webhookPort int, values map[string]any) *localrun.Rel
 // port, and stops it when the test ends. It returns without waiting for readiness.
 func replica(t *testing.T, rel *localrun.Release, name string, port int) (*localrun.Command, *localrun.Process) {
 	t.Helper()
+	cmd := command(t, rel, name, port)
+	return cmd, run(t, cmd, name)
+}
+
+// command is the command line of one replica, with its own folder and kubeconfig.
+func command(t *testing.T, rel *localrun.Release, name string, port int) *localrun.Command {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -98,7 +105,13 @@ func replica(t *testing.T, rel *localrun.Release, name string, port int) (*local
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := localrun.StartProcess(name, filepath.Join(dir, "operator.log"), cmd.Cmd(bin))
+	return cmd
+}
+
+// run starts cmd as the replica name and stops it when the test ends.
+func run(t *testing.T, cmd *localrun.Command, name string) *localrun.Process {
+	t.Helper()
+	p, err := localrun.StartProcess(name, filepath.Join(cmd.Dir, "operator.log"), cmd.Cmd(bin))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +121,7 @@ func replica(t *testing.T, rel *localrun.Release, name string, port int) (*local
 			t.Logf("the end of %s's log:\n%s", name, p.Tail())
 		}
 	})
-	return cmd, p
+	return p
 }
 
 func waitReady(t *testing.T, cmd *localrun.Command, p *localrun.Process) {
@@ -258,10 +271,15 @@ func TestDefaultInstallServesItsWebhook(t *testing.T) {
 func TestTwoReplicasStartTogether(t *testing.T) {
 	ports := freePorts(t, 2)
 	rel := install(t, ports[0], map[string]any{})
+	// Both command lines first (each asks for a token), then both processes back to
+	// back, so both look for the missing Secret at once.
 	var cmds [2]*localrun.Command
 	var procs [2]*localrun.Process
 	for i := range 2 {
-		cmds[i], procs[i] = replica(t, rel, fmt.Sprintf("nodegroup-operator-%d", i), ports[i])
+		cmds[i] = command(t, rel, fmt.Sprintf("nodegroup-operator-%d", i), ports[i])
+	}
+	for i := range 2 {
+		procs[i] = run(t, cmds[i], fmt.Sprintf("nodegroup-operator-%d", i))
 	}
 	for i := range 2 {
 		waitReady(t, cmds[i], procs[i])
@@ -352,30 +370,45 @@ func TestRotationNeverRefusesAdmission(t *testing.T) {
 		}
 	})
 	var maxCAs, checks int
+	var retired time.Time
+	var problem error
 	leaves := map[string]bool{}
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && problem == nil {
 		cfg := webhookConfig(t)
-		maxCAs = max(maxCAs, strings.Count(string(cfg.Webhooks[0].ClientConfig.CABundle), "BEGIN CERTIFICATE"))
+		cas := strings.Count(string(cfg.Webhooks[0].ClientConfig.CABundle), "BEGIN CERTIFICATE")
+		maxCAs = max(maxCAs, cas)
+		if maxCAs == 2 && cas == 1 && retired.IsZero() {
+			retired = time.Now()
+		}
 		for i := range 2 {
 			c, err := served(fmt.Sprintf("127.0.0.1:%d", ports[1+i]))
 			if err != nil {
-				t.Fatalf("replica %d: %v", i, err)
+				problem = fmt.Errorf("replica %d: %w", i, err)
+				break
 			}
 			// A pair written after cfg was read is signed by a CA the caBundle trusted
 			// before it was written.
 			if err := trusted(cfg, c); err != nil {
-				t.Fatalf("replica %d serves a certificate the caBundle does not trust: %v", i, err)
+				problem = fmt.Errorf("replica %d serves a certificate the caBundle does not trust: %w", i, err)
+				break
 			}
 			leaves[string(c.Raw)] = true
 		}
 		checks++
 		time.Sleep(50 * time.Millisecond)
 	}
+	cancel()
 	wg.Wait()
+	if problem != nil {
+		t.Fatal(problem)
+	}
 	t.Logf("%d admission requests through the webhook during the rotations, %d failed; %d connections opened by the API server; %d serving certificates seen; %d checks of both replicas",
 		requests.Load(), failures.Load(), proxy.connections.Load(), len(leaves), checks)
 	if failures.Load() > 0 {
 		t.Fatalf("%d of %d admission requests failed", failures.Load(), requests.Load())
+	}
+	if retired.IsZero() || !retired.Before(firstCA.NotAfter) {
+		t.Errorf("the old CA left the caBundle at %v, not before it expired at %s", retired, firstCA.NotAfter)
 	}
 	if caOf(t, secretKey).Equal(firstCA) {
 		t.Fatal("the CA was not rotated within 110s of a 90s lifetime")
@@ -408,15 +441,17 @@ func caOf(t *testing.T, key types.NamespacedName) *x509.Certificate {
 	return c
 }
 
+// freePorts is n distinct free loopback ports: each is held until all are found.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
 	for range n {
-		p, err := localrun.FreePort()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ports = append(ports, p)
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
 }

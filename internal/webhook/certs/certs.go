@@ -57,7 +57,7 @@ const (
 )
 
 // Manager keeps the webhook's certificates. Start runs it; it must run on every
-// replica, not only the leader.
+// replica, not only the leader, before the webhook server starts (Serving).
 type Manager struct {
 	// Client reads and writes the Secret and the webhook configuration.
 	Client kubernetes.Interface
@@ -98,6 +98,7 @@ type Manager struct {
 	leafSince        time.Time
 	reports          map[string]report
 	lastReport       time.Time
+	lastData         map[string][]byte // of the Secret as last seen
 }
 
 type servedPair struct {
@@ -145,8 +146,34 @@ func (m *Manager) reportInterval() time.Duration {
 	return defaultReportInterval
 }
 
-// NeedLeaderElection is false: every replica serves the webhook.
-func (m *Manager) NeedLeaderElection() bool { return false }
+// Lower bounds of the lifetimes: a serving certificate renewed with a third left must
+// live long enough for the replicas to pick it up, and a CA long enough for a rotation's
+// waits.
+const minCertValidity = 10 * time.Second
+
+func (m *Manager) minCAValidity() time.Duration {
+	return 3 * (m.trustSettle() + 3*m.reportInterval())
+}
+
+// Validate refuses lifetimes too short to renew within, and a configuration without the
+// names it needs.
+func (m *Manager) Validate() error {
+	switch {
+	case m.Secret.Name == "" || m.Secret.Namespace == "":
+		return errors.New("the webhook certificate needs the Secret's namespace and name")
+	case len(m.DNSNames) == 0 || m.DNSNames[0] == "":
+		return errors.New("the webhook certificate needs at least one DNS name")
+	case m.Identity == "":
+		return errors.New("the webhook certificate manager needs this replica's name")
+	case m.CertValidity < minCertValidity:
+		return fmt.Errorf("the serving certificate's validity %s is below %s", m.CertValidity, minCertValidity)
+	case m.CAValidity < m.minCAValidity():
+		return fmt.Errorf("the CA's validity %s is below %s, the time a CA rotation takes three times over", m.CAValidity, m.minCAValidity())
+	case m.CertValidity > m.CAValidity:
+		return fmt.Errorf("the serving certificate's validity %s is longer than the CA's %s", m.CertValidity, m.CAValidity)
+	}
+	return nil
+}
 
 // Serving closes once this replica has a serving pair; the webhook server must not
 // start before it.
@@ -202,6 +229,9 @@ func (m *Manager) ReadyCheck(started healthz.Checker) healthz.Checker {
 // ctx ends.
 func (m *Manager) Start(ctx context.Context) error {
 	m.init()
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	logger := log.FromContext(ctx).WithName("webhook-certs")
 	ctx = log.IntoContext(ctx, logger)
 	secrets := m.informer(&corev1.Secret{}, m.Secret.Name,
@@ -309,16 +339,21 @@ func (m *Manager) sync(ctx context.Context) (time.Duration, error) {
 	now := m.now()
 	secret := m.secret()
 	if secret == nil {
-		data, reason, err := m.policy().plan(nil, progress{}, now)
-		if err != nil {
-			return 0, err
+		// A Secret deleted under running replicas comes back with what they serve, so
+		// the caBundle keeps trusting it; only a first start issues anew.
+		data, reason := m.lastData, "the Secret was deleted: recreated it with the CA and the pair this replica serves"
+		if data == nil {
+			var err error
+			if data, reason, err = m.policy().plan(nil, progress{}, now); err != nil {
+				return 0, err
+			}
 		}
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: m.Secret.Namespace, Name: m.Secret.Name,
 				Labels: map[string]string{"app.kubernetes.io/managed-by": "nodegroup-operator"}},
 			Type: corev1.SecretTypeTLS, Data: data,
 		}
-		_, err = m.Client.CoreV1().Secrets(m.Secret.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		_, err := m.Client.CoreV1().Secrets(m.Secret.Namespace).Create(ctx, s, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			logger.Info("another replica created the webhook certificate Secret first; serving its pair")
 			return time.Second, nil // the watch brings the winner's Secret
@@ -329,6 +364,7 @@ func (m *Manager) sync(ctx context.Context) (time.Duration, error) {
 		logger.Info(reason, "secret", m.Secret.String())
 		return time.Second, nil
 	}
+	m.lastData = secret.Data
 	m.serve(ctx, secret.Data)
 	m.observe(secret, now)
 	data, reason, err := m.policy().plan(secret.Data, m.progress(now), now)
@@ -457,15 +493,16 @@ func (m *Manager) everyWebhookTrusts(ca *x509.Certificate) bool {
 }
 
 // reportServing writes, under this replica's name, the fingerprint of the pair it
-// serves. It reads the Secret live first and serves that, so a replica whose watch lags
-// never reports an old pair as current; the write carries the resourceVersion read, so
-// a report never lands on a Secret whose rotation it did not see.
+// serves: a replica whose watch lags reports the old pair, which holds the rotation's
+// last step until it has caught up. The write carries the resourceVersion of a live
+// read, so it is not refused for that lag (a refused report would age out, and the
+// replica would count as gone), and a report never lands on a Secret whose rotation has
+// ended.
 func (m *Manager) reportServing(ctx context.Context) error {
 	secret, err := m.Client.CoreV1().Secrets(m.Secret.Namespace).Get(ctx, m.Secret.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading the Secret %s: %w", m.Secret, err)
 	}
-	m.serve(ctx, secret.Data)
 	if !rotating(secret.Data) {
 		return nil
 	}

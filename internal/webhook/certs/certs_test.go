@@ -1,12 +1,14 @@
 package certs_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -199,8 +201,10 @@ func TestReplicasAgreeAndARestartWritesNothing(t *testing.T) {
 // TestRotationsKeepEveryReplicaTrusted runs two replicas with lifetimes short enough to
 // renew the serving certificate several times and the CA once, and checks every 20ms
 // that each serves a certificate every webhook's caBundle trusts. It also checks that
-// each renewal is served by both within a second of its write (the watch, not a timer),
-// and that the rotation ends with one CA and no reports left on the Secret.
+// each new pair is served by both within 3s of its write (the watch, not a timer), that
+// the old CA leaves the caBundle before it expires (the replicas' reports, not its
+// expiry, end the rotation), and that the rotation ends with one CA and no reports
+// left on the Secret.
 func TestRotationsKeepEveryReplicaTrusted(t *testing.T) {
 	secret := types.NamespacedName{Namespace: "default", Name: "rotate-certs"}
 	webhookConfiguration(t, "rotate")
@@ -210,14 +214,18 @@ func TestRotationsKeepEveryReplicaTrusted(t *testing.T) {
 	}
 	firstCA := caOf(t, secret)
 
-	var lastRV string
-	var lastChange time.Time
+	var lastLeaf string
+	var lastChange, retired time.Time
 	var maxCAs int
-	served := map[string]bool{}
+	written := map[string]bool{}
 	deadline := time.Now().Add(50 * time.Second)
 	for time.Now().Before(deadline) {
 		before, cfg := secretAndConfig(t, secret, "rotate")
-		maxCAs = max(maxCAs, strings.Count(string(cfg.Webhooks[0].ClientConfig.CABundle), "BEGIN CERTIFICATE"))
+		cas := strings.Count(string(cfg.Webhooks[0].ClientConfig.CABundle), "BEGIN CERTIFICATE")
+		maxCAs = max(maxCAs, cas)
+		if maxCAs == 2 && cas == 1 && retired.IsZero() {
+			retired = time.Now()
+		}
 		var fps []string
 		for _, r := range replicas {
 			fp, cert := r.serving(t)
@@ -229,21 +237,21 @@ func TestRotationsKeepEveryReplicaTrusted(t *testing.T) {
 			fps = append(fps, fp)
 		}
 		after, _ := secretAndConfig(t, secret, "rotate")
-		if after.ResourceVersion != lastRV {
-			lastRV, lastChange = after.ResourceVersion, time.Now()
-		}
 		current := []string{fingerprintPEM(t, before.Data[certs.KeyTLSCert]), fingerprintPEM(t, after.Data[certs.KeyTLSCert])}
-		served[current[1]] = true
+		if current[1] != lastLeaf {
+			lastLeaf, lastChange = current[1], time.Now()
+		}
+		written[current[1]] = true
 		for i, fp := range fps {
-			if !slices.Contains(current, fp) && time.Since(lastChange) > time.Second {
+			if !slices.Contains(current, fp) && time.Since(lastChange) > 3*time.Second {
 				t.Fatalf("replica %s does not serve the Secret's certificate %s after it was written", replicas[i].Identity, time.Since(lastChange).Round(time.Millisecond))
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	// 12s certificates are renewed every 8s, and the CA rotation issues one more.
-	if len(served) < 5 {
-		t.Errorf("%d serving certificates in 50s, want at least 5", len(served))
+	if len(written) < 5 {
+		t.Errorf("%d serving certificates in 50s, want at least 5", len(written))
 	}
 	if maxCAs != 2 {
 		t.Errorf("the caBundle held at most %d CAs during the rotation, want 2", maxCAs)
@@ -251,18 +259,55 @@ func TestRotationsKeepEveryReplicaTrusted(t *testing.T) {
 	if caOf(t, secret).Equal(firstCA) {
 		t.Fatal("the CA was not rotated in 50s with a 45s lifetime")
 	}
-	eventually(t, 20*time.Second, func() error {
+	if retired.IsZero() || !retired.Before(firstCA.NotAfter) {
+		t.Fatalf("the old CA left the caBundle at %v, not before it expired at %s", retired, firstCA.NotAfter)
+	}
+	// The new CA is 20s old: its own rotation is 10s away.
+	eventually(t, 5*time.Second, func() error {
 		s, cfg := secretAndConfig(t, secret, "rotate")
-		if n := strings.Count(string(cfg.Webhooks[0].ClientConfig.CABundle), "BEGIN CERTIFICATE"); n != 1 && !rotatingNow(s) {
+		if rotatingNow(s) {
+			return errors.New("the Secret is still rotating")
+		}
+		if n := strings.Count(string(cfg.Webhooks[0].ClientConfig.CABundle), "BEGIN CERTIFICATE"); n != 1 {
 			return fmt.Errorf("the caBundle holds %d CAs after the rotation", n)
 		}
 		for k := range s.Annotations {
-			if strings.HasPrefix(k, certs.ReportAnnotationPrefix) && !rotatingNow(s) {
+			if strings.HasPrefix(k, certs.ReportAnnotationPrefix) {
 				return fmt.Errorf("report %s left on the Secret after the rotation", k)
 			}
 		}
 		return nil
 	})
+}
+
+// TestADeletedSecretComesBackAsServed deletes the Secret under a running replica: it
+// creates it again with the CA and the pair it serves, so the caBundle never stops
+// trusting what is served.
+func TestADeletedSecretComesBackAsServed(t *testing.T) {
+	secret := types.NamespacedName{Namespace: "default", Name: "deleted-certs"}
+	webhookConfiguration(t, "deleted")
+	r := start(t, "r0", manager(secret, "deleted", false))
+	fp, _ := r.serving(t)
+	old, _ := secretAndConfig(t, secret, "deleted")
+	if err := clientset.CoreV1().Secrets(secret.Namespace).Delete(context.Background(), secret.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		s, err := clientset.CoreV1().Secrets(secret.Namespace).Get(context.Background(), secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.UID == old.UID {
+			return errors.New("not deleted yet")
+		}
+		if !bytes.Equal(s.Data[certs.KeyCACert], old.Data[certs.KeyCACert]) || !bytes.Equal(s.Data[certs.KeyTLSCert], old.Data[certs.KeyTLSCert]) {
+			return errors.New("the Secret came back with another CA or pair")
+		}
+		return nil
+	})
+	if now, _ := r.serving(t); now != fp {
+		t.Fatal("the replica serves another pair after the Secret came back")
+	}
 }
 
 func rotatingNow(s *corev1.Secret) bool {
@@ -313,4 +358,30 @@ func parsePEM(t *testing.T, p []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+func TestValidateRefusesLifetimesTooShortToRenew(t *testing.T) {
+	secret := types.NamespacedName{Namespace: "default", Name: "x"}
+	for name, tweak := range map[string]func(*certs.Manager){
+		"zero serving validity": func(m *certs.Manager) { m.CertValidity = 0 },
+		"zero CA validity":      func(m *certs.Manager) { m.CAValidity = 0 },
+		"CA shorter than a rotation": func(m *certs.Manager) {
+			m.CAValidity, m.CertValidity = time.Minute, 10*time.Second // a rotation's waits are 25s by default
+		},
+		"serving outlives the CA": func(m *certs.Manager) { m.CAValidity, m.CertValidity = time.Hour, 2*time.Hour },
+		"no DNS name":             func(m *certs.Manager) { m.DNSNames = nil },
+		"no replica name":         func(m *certs.Manager) { m.Identity = "" },
+	} {
+		m := manager(secret, "cfg", false)
+		m.Identity = "r0"
+		tweak(m)
+		if err := m.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	m := manager(secret, "cfg", false)
+	m.Identity = "r0"
+	if err := m.Validate(); err != nil {
+		t.Errorf("the defaults: %v", err)
+	}
 }

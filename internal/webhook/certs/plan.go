@@ -45,12 +45,13 @@ type progress struct {
 
 // Steps of the plan, as its reason says them.
 const (
-	stepIssued    = "issued the webhook CA and its serving certificate"
-	stepNextCA    = "the CA has a third of its lifetime left: a new CA is trusted beside it, not yet signing"
-	stepPromote   = "the new CA has been trusted long enough: it signs a new serving certificate"
-	stepRetire    = "every replica serves a certificate of the new CA: the old CA is no longer trusted"
-	stepRenewCert = "renewed the serving certificate"
-	stepBundle    = "the CA bundle lists the current CAs"
+	stepIssued      = "issued the webhook CA and its serving certificate"
+	stepNextCA      = "the CA has a third of its lifetime left: a new CA is trusted beside it, not yet signing"
+	stepNextCANoKey = "the Secret has no usable CA key: a new CA is trusted beside the current one, not yet signing"
+	stepPromote     = "the new CA has been trusted long enough: it signs a new serving certificate"
+	stepRetire      = "every replica serves a certificate of the new CA: the old CA is no longer trusted"
+	stepRenewCert   = "renewed the serving certificate"
+	stepBundle      = "the CA bundle lists the current CAs"
 )
 
 // plan is the Secret data that data moves to, and why; an empty reason means data is
@@ -63,11 +64,23 @@ const (
 //  3. once every replica serves that certificate (progress.everyReplicaServes), the old
 //     CA leaves the bundle.
 //
-// A CA that is missing, broken or expired is replaced at once, with no overlap: there is
-// nothing left to overlap with.
+// A CA whose key is missing or broken (a Secret cert-manager wrote, one edited by hand)
+// is rotated the same way while its serving certificate is still good: replicas serve
+// that certificate until the new CA signs one. Only when nothing in the Secret can be
+// served (no CA certificate, an expired one, no serving certificate it signed) are a new
+// CA and serving certificate issued at once.
 func (p policy) plan(data map[string][]byte, pr progress, now time.Time) (map[string][]byte, string, error) {
-	ca, ok := parsePair(data[KeyCACert], data[KeyCAKey])
-	if !ok || !ca.cert.IsCA || !now.Before(ca.cert.NotAfter) {
+	cas := parseCerts(data[KeyCACert])
+	if len(cas) == 0 || !cas[0].IsCA || !now.Before(cas[0].NotAfter) {
+		return p.fresh(now)
+	}
+	ca, canSign := parsePair(data[KeyCACert], data[KeyCAKey])
+	if !canSign {
+		ca = pair{cert: cas[0], certPEM: data[KeyCACert]}
+	}
+	leaf, leafOK := parsePair(data[KeyTLSCert], data[KeyTLSKey])
+	leafOK = leafOK && leaf.cert.CheckSignatureFrom(ca.cert) == nil && now.Before(leaf.cert.NotAfter)
+	if !canSign && !leafOK {
 		return p.fresh(now)
 	}
 	out := maps.Clone(data)
@@ -85,18 +98,22 @@ func (p policy) plan(data map[string][]byte, pr progress, now time.Time) (map[st
 		delete(out, KeyNextCACert)
 		delete(out, KeyNextCAKey)
 	}
-	var leaf pair
+	var issued pair
 	switch {
-	case !hasNext && !now.Before(renewAt(ca.cert, p.caValidity)):
+	case !hasNext && (!canSign || !now.Before(renewAt(ca.cert, p.caValidity))):
 		n, err := newCA(now, p.caValidity)
 		if err != nil {
 			return nil, "", err
 		}
 		out[KeyNextCACert], out[KeyNextCAKey] = n.certPEM, n.keyPEM
 		bundle = append(bundle, n.cert)
-		reasons = append(reasons, stepNextCA)
+		if canSign {
+			reasons = append(reasons, stepNextCA)
+		} else {
+			reasons = append(reasons, stepNextCANoKey)
+		}
 	case hasNext && pr.nextCATrusted:
-		ca = next
+		ca, canSign = next, true
 		delete(out, KeyNextCACert)
 		delete(out, KeyNextCAKey)
 		out[KeyCACert], out[KeyCAKey] = ca.certPEM, ca.keyPEM
@@ -104,7 +121,7 @@ func (p policy) plan(data map[string][]byte, pr progress, now time.Time) (map[st
 		if err != nil {
 			return nil, "", err
 		}
-		leaf = l
+		issued = l
 		reasons = append(reasons, stepPromote)
 	case !hasNext && len(bundle) > 1 && pr.everyReplicaServes:
 		bundle = []*x509.Certificate{ca.cert}
@@ -113,16 +130,27 @@ func (p policy) plan(data map[string][]byte, pr progress, now time.Time) (map[st
 	if hasNext && !containsCert(bundle, next.cert) {
 		bundle = append(bundle, next.cert)
 	}
-	if leaf.cert == nil && !p.servable(data, ca, now) {
-		l, err := newServingCert(ca, p.dnsNames, now, p.certValidity)
-		if err != nil {
-			return nil, "", err
+	// The serving certificate is renewed when it is broken or due, with the names asked
+	// for. One that lacks a name asked for gets one with its names and those: while a
+	// rollout changes the names, the old and the new replicas then agree on one.
+	if issued.cert == nil && canSign {
+		names := p.dnsNames
+		due := !leafOK || !now.Before(renewAt(leaf.cert, p.certValidity))
+		if !due && !hasAll(leaf.cert.DNSNames, p.dnsNames) {
+			names = union(leaf.cert.DNSNames, p.dnsNames)
+			due = true
 		}
-		leaf = l
-		reasons = append(reasons, stepRenewCert)
+		if due {
+			l, err := newServingCert(ca, names, now, p.certValidity)
+			if err != nil {
+				return nil, "", err
+			}
+			issued = l
+			reasons = append(reasons, stepRenewCert)
+		}
 	}
-	if leaf.cert != nil {
-		out[KeyTLSCert], out[KeyTLSKey] = leaf.certPEM, leaf.keyPEM
+	if issued.cert != nil {
+		out[KeyTLSCert], out[KeyTLSKey] = issued.certPEM, issued.keyPEM
 	}
 	out[KeyCABundle] = encodeCerts(bundle)
 	if len(reasons) == 0 && !bytes.Equal(out[KeyCABundle], data[KeyCABundle]) {
@@ -131,13 +159,19 @@ func (p policy) plan(data map[string][]byte, pr progress, now time.Time) (map[st
 	return out, strings.Join(reasons, "; "), nil
 }
 
-// servable says whether the Secret's serving certificate can stay: its key matches,
-// ca signed it, it names exactly the DNS names, and it has more than a third of its
-// lifetime left.
-func (p policy) servable(data map[string][]byte, ca pair, now time.Time) bool {
-	leaf, ok := parsePair(data[KeyTLSCert], data[KeyTLSKey])
-	return ok && leaf.cert.CheckSignatureFrom(ca.cert) == nil &&
-		slices.Equal(leaf.cert.DNSNames, p.dnsNames) && now.Before(renewAt(leaf.cert, p.certValidity))
+func hasAll(have, want []string) bool {
+	return !slices.ContainsFunc(want, func(n string) bool { return !slices.Contains(have, n) })
+}
+
+// union is want followed by the names of have it lacks.
+func union(have, want []string) []string {
+	out := slices.Clone(want)
+	for _, n := range have {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // rotating says whether the Secret is in a CA rotation: a next CA, or an old CA still

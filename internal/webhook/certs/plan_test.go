@@ -3,6 +3,7 @@ package certs
 import (
 	"bytes"
 	"crypto/x509"
+	"slices"
 	"testing"
 	"time"
 )
@@ -77,12 +78,6 @@ func TestPlanRenewsTheServingCertificateUnderTheSameCA(t *testing.T) {
 	}
 	trusts(t, renewed, later)
 
-	// New DNS names (a chart value changed) get a new serving certificate at once.
-	other := testPolicy
-	other.dnsNames = []string{"other.ns.svc"}
-	if _, reason, _ := other.plan(data, progress{}, now); reason != stepRenewCert {
-		t.Fatalf("new DNS names: reason %q, want %q", reason, stepRenewCert)
-	}
 }
 
 // TestPlanRotatesTheCAWithoutAGap walks a CA rotation: at every step the bundle trusts
@@ -170,5 +165,56 @@ func TestRenewAtCountsACertificateCutShort(t *testing.T) {
 	}
 	if got, want := renewAt(leaf.cert, 30*time.Hour), ca.cert.NotAfter.Add(-time.Hour); got.Sub(want).Abs() > time.Second {
 		t.Fatalf("renewAt = %s, want %s", got, want)
+	}
+}
+
+// TestPlanRotatesAwayFromACAWithoutItsKey: a Secret whose CA key is gone (cert-manager
+// wrote it, or someone edited it) but whose serving certificate is good keeps serving
+// that certificate while a new CA is trusted, then moves to the new CA, with no gap.
+func TestPlanRotatesAwayFromACAWithoutItsKey(t *testing.T) {
+	now := time.Now()
+	data := step(t, nil, progress{}, now, stepIssued)
+	delete(data, KeyCAKey)
+	keyless := step(t, data, progress{}, now, stepNextCANoKey)
+	if !bytes.Equal(keyless[KeyTLSCert], data[KeyTLSCert]) {
+		t.Fatal("the serving certificate changed before a new CA was trusted")
+	}
+	trusts(t, keyless, now)
+	// Even when the serving certificate is due, nothing can sign it until the new CA is
+	// trusted: it waits.
+	step(t, keyless, progress{}, now.Add(21*time.Hour), "")
+	promoted := step(t, keyless, progress{nextCATrusted: true}, now, stepPromote)
+	trusts(t, promoted, now)
+	if _, ok := parsePair(promoted[KeyCACert], promoted[KeyCAKey]); !ok {
+		t.Fatal("the promoted CA has no key")
+	}
+}
+
+// TestPlanAgreesOnNamesDuringARollout: replicas of two versions that want different
+// DNS names settle on one certificate with both, instead of reissuing each other's.
+func TestPlanAgreesOnNamesDuringARollout(t *testing.T) {
+	now := time.Now()
+	data := step(t, nil, progress{}, now, stepIssued)
+	other := testPolicy
+	other.dnsNames = []string{"svc.ns.svc", "webhook.example.com"}
+	both, reason, err := other.plan(data, progress{}, now)
+	if err != nil || reason != stepRenewCert {
+		t.Fatalf("new names: reason %q (%v), want %q", reason, err, stepRenewCert)
+	}
+	leaf := certOf(t, both, KeyTLSCert, KeyTLSKey)
+	if !hasAll(leaf.DNSNames, testPolicy.dnsNames) || !hasAll(leaf.DNSNames, other.dnsNames) {
+		t.Fatalf("the certificate names %v, want the names of both versions", leaf.DNSNames)
+	}
+	step(t, both, progress{}, now, "")
+	if _, reason, _ := other.plan(both, progress{}, now); reason != "" {
+		t.Fatalf("the new version reissues the shared certificate: %q", reason)
+	}
+	// Its next renewal drops the names no one asks for any more.
+	renewed, reason, err := other.plan(both, progress{}, now.Add(21*time.Hour))
+	if err != nil || reason != stepRenewCert {
+		t.Fatalf("renewal: %q (%v)", reason, err)
+	}
+	if got := certOf(t, renewed, KeyTLSCert, KeyTLSKey).DNSNames; !slices.Equal(got, other.dnsNames) {
+		t.Fatalf("the renewed certificate names %v, want %v", got, other.dnsNames)
 	}
 }
