@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -237,11 +236,11 @@ func (e *Env) clusterAPI(ctx context.Context) error {
 	}
 	for _, h := range hooks {
 		h.SetName("capi-" + h.GetName())
-		if err := webhooksOnLoopback(h, e.capiPort, e.cert.CAData); err != nil {
-			return err
+		if err := localrun.WebhooksOnLoopback(h, e.capiPort, e.cert.CAData); err != nil {
+			return fmt.Errorf("%s: %w", h.GetName(), err)
 		}
 	}
-	if err := e.applyAll(ctx, "e2e", hooks); err != nil {
+	if err := localrun.Apply(ctx, e.Client, "e2e", hooks); err != nil {
 		return err
 	}
 	health, err := localrun.FreePort()
@@ -366,5 +365,3 @@ func (e *Env) Apply(ctx context.Context, manager string, obj *unstructured.Unstr
 	}
 	return nil
 }
-
-func encodeCA(ca []byte) string { return base64.StdEncoding.EncodeToString(ca) }

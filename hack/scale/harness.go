@@ -310,7 +310,7 @@ func (h *harness) identities(ctx context.Context) error {
 	if err := localrun.CreateNamespace(ctx, h.admin); err != nil {
 		return err
 	}
-	if err := localrun.Apply(ctx, h.admin, objs); err != nil {
+	if err := localrun.Apply(ctx, h.admin, "helm", objs); err != nil {
 		return err
 	}
 	h.operatorKubeconfig = filepath.Join(h.cfg.Work, "operator.kubeconfig")

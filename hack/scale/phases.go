@@ -34,7 +34,7 @@ const (
 // generation; then it checks that every pool's objects are there, as many and as large
 // as the bare client's, and waits until the operator is quiet.
 func (h *harness) runCold(ctx context.Context) error {
-	if err := localrun.Apply(ctx, h.admin, h.webhookConfigs); err != nil {
+	if err := localrun.Apply(ctx, h.admin, "helm", h.webhookConfigs); err != nil {
 		return err
 	}
 	before := h.cpuNow()

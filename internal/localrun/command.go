@@ -147,28 +147,14 @@ var argRules = map[string]argRule{
 		return c.Health, err
 	},
 	// "0" turns metrics off.
-	"metrics-bind-address": func(c *Command, v string, l Local) (string, error) {
-		if v == "0" {
-			return v, nil
-		}
-		var err error
-		c.Metrics, err = addrOr(l.Metrics)
-		return c.Metrics, err
-	},
+	"metrics-bind-address": rebind("0", func(c *Command) *string { return &c.Metrics }, func(l Local) string { return l.Metrics }),
 	"metrics-secure": func(c *Command, v string, _ Local) (string, error) {
 		b, err := strconv.ParseBool(v)
 		c.MetricsSecure = b
 		return v, err
 	},
 	// Empty turns profiling off.
-	"pprof-bind-address": func(c *Command, v string, l Local) (string, error) {
-		if v == "" {
-			return v, nil
-		}
-		var err error
-		c.Pprof, err = addrOr(l.Pprof)
-		return c.Pprof, err
-	},
+	"pprof-bind-address": rebind("", func(c *Command) *string { return &c.Pprof }, func(l Local) string { return l.Pprof }),
 	"webhook-port": func(c *Command, _ string, l Local) (string, error) {
 		c.WebhookPort = l.WebhookPort
 		if c.WebhookPort == 0 {
@@ -231,6 +217,19 @@ func (c *Command) args(rendered []string, local Local) ([]string, error) {
 		return nil, errors.New("localrun: the chart renders no --health-probe-bind-address: a local run cannot tell when the operator is ready")
 	}
 	return append(out, "--kubeconfig="+local.Kubeconfig), nil
+}
+
+// rebind is the rule of a listen address the chart turns off with the value off: the
+// address local gives (or a free loopback one), also kept in the Command field.
+func rebind(off string, field func(*Command) *string, local func(Local) string) argRule {
+	return func(c *Command, v string, l Local) (string, error) {
+		if v == off {
+			return v, nil
+		}
+		addr, err := addrOr(local(l))
+		*field(c) = addr
+		return addr, err
+	}
 }
 
 // addrOr is addr, or a free loopback address when it is empty.

@@ -71,10 +71,10 @@ func goTool() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
-// ChartObjects renders the platform chart at root with the Helm Go SDK, as the release
+// chartObjects renders the platform chart at root with the Helm Go SDK, as the release
 // ReleaseName in ReleaseNamespace with values, and returns its objects in the order of
 // the chart's files, each namespaced kind in ReleaseNamespace.
-func ChartObjects(root string, values map[string]any) ([]*unstructured.Unstructured, error) {
+func chartObjects(root string, values map[string]any) ([]*unstructured.Unstructured, error) {
 	ch, err := loader.Load(filepath.Join(root, "charts", "nodegroup-operator"))
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -30,9 +31,9 @@ type Release struct {
 	Objects []*unstructured.Unstructured
 }
 
-// Render renders the chart at root with values, as ChartObjects does.
+// Render renders the chart at root with values (chartObjects).
 func Render(root string, values map[string]any) (*Release, error) {
-	objs, err := ChartObjects(root, values)
+	objs, err := chartObjects(root, values)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (r *Release) LocalObjects(webhookPort int) ([]*unstructured.Unstructured, e
 			continue
 		case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
 			obj = obj.DeepCopy()
-			if err := webhooksOnLoopback(obj, webhookPort); err != nil {
+			if err := WebhooksOnLoopback(obj, webhookPort, nil); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 			}
 		}
@@ -75,7 +76,7 @@ func (r *Release) Install(ctx context.Context, c client.Client, webhookPort int)
 	if err := CreateNamespace(ctx, c); err != nil {
 		return err
 	}
-	return Apply(ctx, c, objs)
+	return Apply(ctx, c, "helm", objs)
 }
 
 // CreateNamespace creates the release namespace, as helm install --create-namespace.
@@ -87,20 +88,22 @@ func CreateNamespace(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// Apply applies objs by server-side apply as the field manager helm, taking ownership.
-func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+// Apply applies objs by server-side apply as the field manager manager, taking
+// ownership.
+func Apply(ctx context.Context, c client.Client, manager string, objs []*unstructured.Unstructured) error {
 	for _, obj := range objs {
-		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
+		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner(manager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
 	return nil
 }
 
-// webhooksOnLoopback rewrites every webhook of a (Validating|Mutating)WebhookConfiguration
-// from a Service reference to https://localhost:<port><path>, with no caBundle: the API
-// server reaches the local process the way it would reach the Service in a cluster.
-func webhooksOnLoopback(obj *unstructured.Unstructured, port int) error {
+// WebhooksOnLoopback rewrites every webhook of a (Validating|Mutating)WebhookConfiguration
+// from a Service reference to https://localhost:<port><path>: the API server reaches the
+// local process the way it would reach the Service in a cluster. The caBundle is ca;
+// nil leaves none, for a server that writes its own (the operator).
+func WebhooksOnLoopback(obj *unstructured.Unstructured, port int, ca []byte) error {
 	hooks, _, err := unstructured.NestedSlice(obj.Object, "webhooks")
 	if err != nil {
 		return err
@@ -117,6 +120,9 @@ func webhooksOnLoopback(obj *unstructured.Unstructured, port int) error {
 		}
 		path, _ := svc["path"].(string)
 		hook["clientConfig"] = map[string]any{"url": fmt.Sprintf("https://%s:%d%s", LoopbackHost, port, path)}
+		if ca != nil {
+			hook["clientConfig"].(map[string]any)["caBundle"] = base64.StdEncoding.EncodeToString(ca)
+		}
 		hooks[i] = hook
 	}
 	return unstructured.SetNestedSlice(obj.Object, hooks, "webhooks")
