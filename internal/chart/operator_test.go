@@ -101,9 +101,12 @@ func TestDeploymentArgsParseAsOperatorFlags(t *testing.T) {
 				resource, _, _ := unstructured.NestedString(e, "valueFrom", "resourceFieldRef", "resource")
 				fromDownwardAPI[e["name"].(string)] = field + resource
 			}
-			// The operator reads these by name (main.go): its namespace, and its memory
-			// limit in bytes for the Go runtime (the default divisor, 1, gives bytes).
-			for name, want := range map[string]string{"POD_NAMESPACE": "metadata.namespace", "CONTAINER_MEMORY_LIMIT": "limits.memory"} {
+			// The operator reads these by name (main.go): its namespace, its replica's
+			// name (the webhook certificate reports), and its memory limit in bytes for
+			// the Go runtime (the default divisor, 1, gives bytes).
+			for name, want := range map[string]string{
+				"POD_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name", "CONTAINER_MEMORY_LIMIT": "limits.memory",
+			} {
 				if fromDownwardAPI[name] != want {
 					t.Errorf("env %v: %s from the downward API's %s expected", env, name, want)
 				}
