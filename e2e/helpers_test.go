@@ -60,7 +60,7 @@ func consistently(t *testing.T, d time.Duration, what string, check func(ctx con
 // Kamaji control plane, the API server's Service and the Talos secrets.
 func newTenant(t *testing.T, ns string) {
 	t.Helper()
-	if err := testenv.CreateTenant(context.Background(), env.Client, ns, map[string]string{"tenant": "true"}); err != nil {
+	if err := testenv.CreateTenant(context.Background(), env.Client, ns, testenv.TenantOptions{Labels: map[string]string{"tenant": "true"}, TalosSecret: true}); err != nil {
 		t.Fatalf("creating tenant %s: %v", ns, err)
 	}
 }

@@ -35,6 +35,13 @@ const (
 	ConditionClusterFound = "ClusterFound"
 	// ConditionRendered is True when the desired objects are applied and current.
 	ConditionRendered = "Rendered"
+	// ConditionTalosIdentityReady is True on a Talos pool when its cluster's Talos join
+	// identity (the Secret <cluster>-talos) exists, made by the operator or brought by
+	// the platform; the reason says which.
+	ConditionTalosIdentityReady = "TalosIdentityReady"
+	// ConditionTenantClusterReachable is True on a Talos pool when the operator reaches
+	// its tenant cluster's API server and keeps the pool's bootstrap token there.
+	ConditionTenantClusterReachable = "TenantClusterReachable"
 	// ConditionInUse is True on a class or location that pools still name.
 	ConditionInUse = "InUse"
 )

@@ -32,9 +32,11 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
+	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 	admissionhooks "github.com/nodegroup-io/nodegroup-operator/internal/webhook"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook/certs"
 )
@@ -143,15 +145,22 @@ func main() {
 		os.Exit(1)
 	}
 
+	tenants := tenant.NewStatus()
 	r := &nodegroup.Reconciler{
 		Client:              mgr.GetClient(),
 		APIReader:           mgr.GetAPIReader(),
 		Catalog:             catalog.Default(),
 		ManagementDNS:       types.NamespacedName{Namespace: dnsNamespace, Name: dnsService},
 		ManagementDNSDomain: dnsDomain,
+		Tenants:             tenants,
 	}
 	if err := r.Register(mgr, concurrency); err != nil {
 		log.Error(err, "registering the NodeGroup controller")
+		os.Exit(1)
+	}
+	identity := &joinidentity.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Status: tenants}
+	if err := identity.Register(mgr); err != nil {
+		log.Error(err, "registering the Talos join identity controller")
 		os.Exit(1)
 	}
 	dns := &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}

@@ -136,7 +136,7 @@ var tenants atomic.Int32
 func tenant(t *testing.T) string {
 	t.Helper()
 	ns := fmt.Sprintf("op-tenant-%d", tenants.Add(1))
-	if err := testenv.CreateTenant(context.Background(), env.Client, ns, nil); err != nil {
+	if err := testenv.CreateTenant(context.Background(), env.Client, ns, testenv.TenantOptions{Kubeconfig: env.KubeConfig()}); err != nil {
 		t.Fatal(err)
 	}
 	return ns

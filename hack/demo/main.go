@@ -12,21 +12,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"flag"
 	"fmt"
-	"math/big"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -39,6 +32,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -116,8 +110,17 @@ func run(keep bool, start time.Time) error {
 			return err
 		}
 	}
-	if err := c.Create(ctx, talosSecret("tenant-demo", "demo")); err != nil {
-		return fmt.Errorf("creating the demo's Talos secrets: %w", err)
+	// No Kamaji runs here: the demo writes what its control-plane provider would, the
+	// cluster's CA and a kubeconfig that names this API server as the tenant cluster.
+	// The operator makes the Talos join identity from them.
+	kamaji, err := testenv.KamajiSecrets("tenant-demo", "demo", env.KubeConfig())
+	if err != nil {
+		return err
+	}
+	for _, obj := range kamaji {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("writing the control-plane provider's Secret %s: %w", obj.GetName(), err)
+		}
 	}
 	if err := applyFile(ctx, c, filepath.Join(root, "examples", "pools.yaml")); err != nil {
 		return err
@@ -133,6 +136,9 @@ func run(keep bool, start time.Time) error {
 	}
 	if err := dnsSummary(ctx, c, "tenant-demo", "demo"); err != nil {
 		return err
+	}
+	if err := identitySummary(ctx, c, "tenant-demo", "demo"); err != nil {
+		return fmt.Errorf("%w (operator log: %s)", err, op.Log)
 	}
 	// The examples are meant to render: a pool that did not is a failed demo.
 	for _, p := range pools {
@@ -259,41 +265,25 @@ func dnsSummary(ctx context.Context, c client.Client, ns, name string) error {
 	}
 }
 
-// talosSecret makes the cluster's Talos secrets for the demo: fresh CAs and tokens. On a
-// platform they come with the tenant cluster.
-func talosSecret(ns, cluster string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + resolve.TalosSecretSuffix},
-		Data: map[string][]byte{
-			resolve.TalosKeyMachineToken:   []byte(token(6) + "." + token(16)),
-			resolve.TalosKeyMachineCACert:  selfSignedCA("talos-machine-ca"),
-			resolve.TalosKeyClusterCACert:  selfSignedCA("kubernetes"),
-			resolve.TalosKeyClusterID:      []byte(token(32)),
-			resolve.TalosKeyClusterSecret:  []byte(token(32)),
-			resolve.TalosKeyBootstrapToken: []byte(token(6) + "." + token(16)),
-		},
+// identitySummary shows the Talos join identity the operator made for the cluster and
+// the bootstrap token it keeps in the tenant cluster (here the same API server).
+func identitySummary(ctx context.Context, c client.Client, ns, cluster string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		secret := &corev1.Secret{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + resolve.TalosSecretSuffix}, secret)
+		if err == nil {
+			id, _, _ := strings.Cut(string(secret.Data[resolve.TalosKeyBootstrapToken]), ".")
+			token := &corev1.Secret{}
+			if err = c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "bootstrap-token-" + id}, token); err == nil {
+				fmt.Printf("\nSecret %s/%s: the cluster's Talos join identity, made by the operator (%s)\n", ns, secret.Name, secret.Labels[render.LabelManagedBy])
+				fmt.Printf("  tenant cluster: kube-system/%s (%s) lets its workers join\n", token.Name, token.Type)
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no Talos join identity with its tenant bootstrap token after 30s: %w", err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-}
-
-func token(n int) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, n)
-	for i := range b {
-		v, _ := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
-		b[i] = alphabet[v.Int64()]
-	}
-	return string(b)
-}
-
-func selfSignedCA(cn string) []byte {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	var buf bytes.Buffer
-	_ = pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return buf.Bytes()
 }

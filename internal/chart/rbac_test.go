@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -195,4 +196,45 @@ func bind(t *testing.T, ns, name, clusterRole, user string) {
 	t.Cleanup(func() {
 		_ = env.Client.Delete(context.Background(), rb, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	})
+}
+
+// TestOnlyTheOperatorReadsSecrets checks every role the chart renders: only the
+// operator's own ClusterRole may read Secrets in any namespace (the tenants' Talos join
+// identities, with the machine CA key, are Secrets), and the webhook's Role only its
+// certificate's Secret, by name.
+func TestOnlyTheOperatorReadsSecrets(t *testing.T) {
+	for _, tc := range valueCases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, u := range objects(t, render(t, parseValues(t, tc.values))) {
+				if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
+					continue
+				}
+				role := &rbacv1.ClusterRole{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, role); err != nil {
+					t.Fatal(err)
+				}
+				for _, rule := range role.Rules {
+					if !slicesContainAny(rule.APIGroups, "", "*") || !slicesContainAny(rule.Resources, "secrets", "*") ||
+						!slicesContainAny(rule.Verbs, "get", "list", "watch", "*") {
+						continue
+					}
+					switch {
+					case u.GetKind() == "ClusterRole" && u.GetName() == "nodegroup-operator":
+					case u.GetKind() == "Role" && len(rule.ResourceNames) > 0:
+					default:
+						t.Errorf("%s %s lets its subjects read Secrets: %+v", u.GetKind(), u.GetName(), rule)
+					}
+				}
+			}
+		})
+	}
+}
+
+func slicesContainAny(list []string, values ...string) bool {
+	for _, v := range values {
+		if slices.Contains(list, v) {
+			return true
+		}
+	}
+	return false
 }

@@ -27,22 +27,28 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
-// Talos secrets: the Secret `<cluster>-talos` in the pool's namespace, with these keys.
-// The platform creates it with the tenant cluster (it holds the tenant's CA and a
-// bootstrap token), so every Talos pool of the cluster joins with the same identity.
+// Talos secrets: the Secret `<cluster>-talos` in the pool's namespace, with these keys,
+// so every Talos pool of the cluster joins with the same identity. The operator makes it
+// (internal/controller/joinidentity) unless the platform brought its own.
 const (
-	TalosSecretSuffix       = "-talos"
-	TalosKeyMachineToken    = "machine-token"
-	TalosKeyMachineCACert   = "machine-ca.crt"
-	TalosKeyClusterCACert   = "cluster-ca.crt"
-	TalosKeyClusterID       = "cluster-id"
-	TalosKeyClusterSecret   = "cluster-secret"
-	TalosKeyBootstrapToken  = "bootstrap-token"
-	kamajiControlPlaneKind  = "KamajiControlPlane"
-	kamajiControlPlaneGroup = "controlplane.cluster.x-k8s.io"
-	defaultServiceDomain    = "cluster.local"
-	instancetypeGroup       = "instancetype.kubevirt.io"
-	instancetypeKind        = "VirtualMachineClusterInstancetype"
+	TalosSecretSuffix     = "-talos"
+	TalosKeyMachineToken  = "machine-token"
+	TalosKeyMachineCACert = "machine-ca.crt"
+	// TalosKeyMachineCAKey is the machine CA's key: no worker needs it, a platform
+	// that issues talosctl credentials for the cluster's machines does.
+	TalosKeyMachineCAKey = "machine-ca.key"
+	// TalosKeyPreviousBootstrapToken is the token a rotation replaced, kept valid until
+	// every Talos pool of the cluster has rolled onto the new one.
+	TalosKeyPreviousBootstrapToken = "previous-bootstrap-token"
+	TalosKeyClusterCACert          = "cluster-ca.crt"
+	TalosKeyClusterID              = "cluster-id"
+	TalosKeyClusterSecret          = "cluster-secret"
+	TalosKeyBootstrapToken         = "bootstrap-token"
+	kamajiControlPlaneKind         = "KamajiControlPlane"
+	kamajiControlPlaneGroup        = "controlplane.cluster.x-k8s.io"
+	defaultServiceDomain           = "cluster.local"
+	instancetypeGroup              = "instancetype.kubevirt.io"
+	instancetypeKind               = "VirtualMachineClusterInstancetype"
 )
 
 // Resolver reads through Client (normally the manager's cache) and, for kinds the
@@ -444,7 +450,7 @@ func (r *Resolver) talosSecretsLive(ctx context.Context, key types.NamespacedNam
 	if err := r.APIReader.Get(ctx, key, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return render.TalosSecrets{}, fail(v1.ConditionRendered, ReasonTalosSecretsMissing, true,
-				"Secret %s/%s with the cluster's Talos secrets does not exist: the platform creates it with the cluster (keys %s)",
+				"Secret %s/%s with the cluster's Talos join identity does not exist yet: the operator makes it from the cluster's CA once the control-plane provider has written it (condition TalosIdentityReady says what it waits for), unless the platform brings its own (keys %s)",
 				namespace, name, strings.Join(talosKeys, ", "))
 		}
 		return render.TalosSecrets{}, err

@@ -2,8 +2,16 @@ package testenv
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,11 +28,28 @@ import (
 // Service in a namespace made by CreateTenant.
 const TenantCluster = "tenant"
 
-// CreateTenant creates a namespace with what a Talos pool needs to render: a Cluster
-// (services 10.95.0.0/16) with a KamajiControlPlane at v1.35.4 and a KubevirtCluster, the
-// tenant API server's Service and the cluster's Talos secrets; and, once per control plane, the built-in
-// location (admitting every namespace) and the management DNS Service.
-func CreateTenant(ctx context.Context, c client.Client, ns string, nsLabels map[string]string) error {
+// TenantOptions shape the tenant CreateTenant makes.
+type TenantOptions struct {
+	// Labels are the namespace's labels.
+	Labels map[string]string
+	// ProviderEndpoint leaves the Cluster's control-plane endpoint to its control-plane
+	// provider (the e2e simulator's Kamaji), instead of the Service's DNS name.
+	ProviderEndpoint bool
+	// Kubeconfig, when set, is written as the Kamaji control-plane provider writes it
+	// (<cluster>-kubeconfig), with a fresh tenant CA in <cluster>-ca: the operator mints
+	// the cluster's Talos identity from them and keeps its bootstrap token in the cluster
+	// the kubeconfig names.
+	Kubeconfig []byte
+	// TalosSecret adds a platform-made <cluster>-talos with the checked-in test CAs, for
+	// suites that run the pool reconciler without the identity controller.
+	TalosSecret bool
+}
+
+// CreateTenant creates a namespace as the platform prepares a tenant: a Cluster
+// (services 10.95.0.0/16) with a KamajiControlPlane at v1.35.4 and a KubevirtCluster,
+// and the tenant API server's Service; what opts adds; and, once per control plane, the
+// built-in location (admitting every namespace) and the management DNS Service.
+func CreateTenant(ctx context.Context, c client.Client, ns string, opts TenantOptions) error {
 	cp := &unstructured.Unstructured{}
 	cp.SetAPIVersion("controlplane.cluster.x-k8s.io/v1alpha2")
 	cp.SetKind("KamajiControlPlane")
@@ -38,10 +63,6 @@ func CreateTenant(ctx context.Context, c client.Client, ns string, nsLabels map[
 	infra.SetKind("KubevirtCluster")
 	infra.SetNamespace(ns)
 	infra.SetName(TenantCluster)
-	secret, err := TalosSecret(ns)
-	if err != nil {
-		return err
-	}
 	once := []client.Object{
 		&v1.Location{ObjectMeta: metav1.ObjectMeta{Name: v1.BuiltinLocation}, Spec: v1.LocationSpec{
 			Provider:          v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
@@ -55,28 +76,89 @@ func CreateTenant(ctx context.Context, c client.Client, ns string, nsLabels map[
 			return err
 		}
 	}
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: nsLabels}},
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TenantCluster}, Spec: clusterv1.ClusterSpec{
+		ClusterNetwork: clusterv1.ClusterNetwork{
+			Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.95.0.0/16"}},
+			Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
+		},
+		ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KamajiControlPlane", Name: TenantCluster},
+		InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtCluster", Name: TenantCluster},
+	}}
+	if !opts.ProviderEndpoint {
+		cluster.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: TenantCluster + "." + ns + ".svc", Port: 6443}
+	}
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: opts.Labels}},
 		cp,
 		infra,
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TenantCluster},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 6443}}}},
-		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TenantCluster}, Spec: clusterv1.ClusterSpec{
-			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: TenantCluster + "." + ns + ".svc", Port: 6443},
-			ClusterNetwork: clusterv1.ClusterNetwork{
-				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.95.0.0/16"}},
-				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
-			},
-			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KamajiControlPlane", Name: TenantCluster},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtCluster", Name: TenantCluster},
-		}},
-		secret,
-	} {
+		cluster,
+	}
+	if opts.Kubeconfig != nil {
+		kamaji, err := KamajiSecrets(ns, TenantCluster, opts.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, kamaji...)
+	}
+	if opts.TalosSecret {
+		secret, err := TalosSecret(ns)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, secret)
+	}
+	for _, obj := range objs {
 		if err := c.Create(ctx, obj); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// KamajiSecrets are the Secrets the Kamaji control-plane provider writes for a Cluster
+// that Cluster API and the operator read: <cluster>-ca (a fresh tenant CA, tls.crt and
+// tls.key) and <cluster>-kubeconfig (kubeconfig under "value"), both of type
+// cluster.x-k8s.io/secret and labelled with the cluster's name.
+func KamajiSecrets(ns, cluster string, kubeconfig []byte) ([]client.Object, error) {
+	ca, key, err := NewCA(cluster + "-ca")
+	if err != nil {
+		return nil, err
+	}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}}
+	}
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: meta(cluster + "-ca"), Type: clusterv1.ClusterSecretType,
+			Data: map[string][]byte{corev1.TLSCertKey: ca, corev1.TLSPrivateKeyKey: key}},
+		&corev1.Secret{ObjectMeta: meta(cluster + "-kubeconfig"), Type: clusterv1.ClusterSecretType,
+			Data: map[string][]byte{"value": kubeconfig}},
+	}, nil
+}
+
+// NewCA is a fresh self-signed CA certificate and its key, both PEM.
+func NewCA(commonName string) (cert, key []byte, err error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: commonName},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // TalosSecret is the tenant cluster's Talos secrets, with the checked-in test CAs.

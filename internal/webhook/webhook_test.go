@@ -23,7 +23,7 @@ var tenantSeq atomic.Int32
 func tenant(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	ns := fmt.Sprintf("wh-tenant-%d", tenantSeq.Add(1))
-	if err := testenv.CreateTenant(context.Background(), env.Client, ns, labels); err != nil {
+	if err := testenv.CreateTenant(context.Background(), env.Client, ns, testenv.TenantOptions{Labels: labels, TalosSecret: true}); err != nil {
 		t.Fatal(err)
 	}
 	return ns

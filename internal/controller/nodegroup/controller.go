@@ -37,6 +37,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
 
 const (
@@ -87,6 +88,10 @@ type Reconciler struct {
 
 	ManagementDNS       types.NamespacedName
 	ManagementDNSDomain string
+	// Tenants, when set, is what the join-identity controller found of each cluster's
+	// tenant side, reported on the cluster's Talos pools (TalosIdentityReady and
+	// TenantClusterReachable); a change to it brings the pools back.
+	Tenants *tenant.Status
 
 	resolver *resolve.Resolver
 	applier  *apply.Applier
@@ -134,6 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	before := ng.Status.DeepCopy()
 	result, reconcileErr := r.reconcile(ctx, ng)
+	r.reportTenant(ctx, ng)
 	if err := r.writeStatus(ctx, ng, before); err != nil {
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
@@ -438,6 +444,29 @@ func (r *Reconciler) writeStatus(ctx context.Context, ng *v1.NodeGroup, before *
 		}
 	}
 	return r.Client.Status().Update(ctx, ng)
+}
+
+// reportTenant sets, on a Talos pool, what is known of its cluster's tenant side; other
+// pools carry neither condition (the Kairos provider makes its own join token).
+func (r *Reconciler) reportTenant(ctx context.Context, ng *v1.NodeGroup) {
+	if r.Tenants == nil {
+		return
+	}
+	st, known := r.Tenants.Get(types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName})
+	class, err := r.resolver.Class(ctx, ng.Spec.NodeGroupClassName)
+	if err != nil || class.OS != v1.OSTalos || !known {
+		if err == nil && class.OS != v1.OSTalos {
+			meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionTalosIdentityReady)
+			meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionTenantClusterReachable)
+		}
+		return
+	}
+	if st.Identity != "" {
+		setCondition(ng, v1.ConditionTalosIdentityReady, st.Identity, st.IdentityReason, st.IdentityMessage)
+	}
+	if st.Reachable != "" {
+		setCondition(ng, v1.ConditionTenantClusterReachable, st.Reachable, st.ReachableReason, st.ReachableMessage)
+	}
 }
 
 func (r *Reconciler) event(ng *v1.NodeGroup, kind, reason, format string, args ...any) {

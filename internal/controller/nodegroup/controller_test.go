@@ -34,7 +34,7 @@ func tenant(t *testing.T) string {
 	t.Helper()
 	tenantSeq++
 	ns := fmt.Sprintf("tenant-%d", tenantSeq)
-	if err := testenv.CreateTenant(context.Background(), env.Client, ns, map[string]string{"tenant": "true"}); err != nil {
+	if err := testenv.CreateTenant(context.Background(), env.Client, ns, testenv.TenantOptions{Labels: map[string]string{"tenant": "true"}, TalosSecret: true}); err != nil {
 		t.Fatal(err)
 	}
 	return ns
@@ -208,7 +208,7 @@ func TestErrorConditions(t *testing.T) {
 		{"unknown location", ns, func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, v1.ConditionLocationResolved, resolve.ReasonLocationNotFound, `Location "nowhere" does not exist`},
 		{"location not allowed", ns, func(s *v1.NodeGroupSpec) { s.LocationName = "restricted" }, v1.ConditionLocationResolved, nodegroup.ReasonLocationNotAllowed, `does not admit the pool's namespace (its spec.allowedNamespaces): ask the platform for access, or set spec.locationName to a location that admits it (location "restricted", namespace "` + ns + `")`},
 		{"cluster not found", ns, func(s *v1.NodeGroupSpec) { s.ClusterName = "other" }, v1.ConditionClusterFound, resolve.ReasonClusterNotFound, `Cluster "other" does not exist in namespace`},
-		{"talos secrets missing", nsNoSecret, nil, v1.ConditionRendered, resolve.ReasonTalosSecretsMissing, "with the cluster's Talos secrets does not exist"},
+		{"talos secrets missing", nsNoSecret, nil, v1.ConditionRendered, resolve.ReasonTalosSecretsMissing, "with the cluster's Talos join identity does not exist yet"},
 		{"ahead of control plane", ns, func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, v1.ConditionRendered, nodegroup.ReasonVersionAhead, "is ahead of the control plane's: workers must not be newer than their API server; lower spec.kubernetesVersion or pick a class built for the control plane's minor, or upgrade the control plane first (pool v1.36.3, control plane v1.35.4)"},
 		{"instancetype not served", ns, func(s *v1.NodeGroupSpec) { s.Resources, s.InstanceType = nil, "u1.large" }, v1.ConditionRendered, resolve.ReasonInstanceTypeNotFound, `spec.instanceType "u1.large": KubeVirt instancetypes are not served`},
 		{"no disk for the minor", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" }, v1.ConditionRendered, resolve.ReasonImageNotAvailable, "no Kairos worker disk is published for Kubernetes v1.35"},

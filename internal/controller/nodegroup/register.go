@@ -3,6 +3,7 @@ package nodegroup
 import (
 	"context"
 	"runtime"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -78,7 +79,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		return err
 	}
 
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.Name()).
 		For(&v1.NodeGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()))).
 		Owns(&clusterv1.MachineDeployment{}).
@@ -95,8 +96,11 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		// source reaches the copies through the pools of the classes that name it.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfPullSecret),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)})
+	if r.Tenants != nil {
+		b = b.WatchesRawSource(r.Tenants.Source(handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexCluster, true))))
+	}
+	return b.Complete(r)
 }
 
 // machineSetChanged lets through what a pool reads of a MachineSet, which templates it
@@ -135,10 +139,15 @@ func (r *Reconciler) poolsOfService(ctx context.Context, obj client.Object) []re
 }
 
 // poolsOfPullSecret maps a Secret to the pools of the classes that use it as their pull
-// secret; most Secrets map to nothing at the cost of one index lookup. The resolver
-// forgets what it remembered of the Secret.
+// secret, or a cluster's Talos identity to the cluster's pools; most Secrets map to
+// nothing at the cost of one index lookup. The resolver forgets what it remembered of
+// the Secret.
 func (r *Reconciler) poolsOfPullSecret(ctx context.Context, obj client.Object) []reconcile.Request {
-	r.resolver.ForgetSecret(client.ObjectKeyFromObject(obj)) // it may be a cluster's Talos secrets
+	r.resolver.ForgetSecret(client.ObjectKeyFromObject(obj))
+	if cluster, ok := strings.CutSuffix(obj.GetName(), resolve.TalosSecretSuffix); ok && cluster != "" {
+		// A cluster's Talos identity: its pools render from it.
+		return r.requests(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexCluster: cluster})
+	}
 	var classes v1.NodeGroupClassList
 	if err := r.Client.List(ctx, &classes, client.MatchingFields{indexPullSecret: obj.GetNamespace() + "/" + obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil

@@ -1,0 +1,81 @@
+package joinidentity
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
+)
+
+// concurrency is how many Clusters are reconciled at once: a tenant API server that
+// does not answer holds one worker for at most the request timeout, never all.
+const concurrency = 4
+
+// Register adds the controller to a manager. Status must be set; it is what the pool
+// controller reports.
+func (r *Reconciler) Register(mgr ctrl.Manager) error {
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
+	}
+	changes := make(chan event.GenericEvent, 1024)
+	if r.Conns == nil {
+		r.Conns = &tenant.Connections{Secrets: r.APIReader, UserAgent: "nodegroup-operator"}
+	}
+	r.Conns.Changed = func(key types.NamespacedName) {
+		select {
+		case changes <- event.GenericEvent{Object: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+		default: // a burst: the cluster is queued already
+		}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("joinidentity").
+		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(clusterOfPool),
+			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting()))).
+		// <cluster>-ca, <cluster>-kubeconfig and <cluster>-talos; metadata is enough.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clusterOfSecret),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+func clusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
+	ng := obj.(*v1.NodeGroup)
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}}}
+}
+
+// clusterOfSecret maps the Secrets a cluster's identity is made from or is to its
+// Cluster, by name; another Secret maps to a Cluster that usually does not exist.
+func clusterOfSecret(_ context.Context, obj client.Object) []reconcile.Request {
+	for _, suffix := range []string{clusterCASuffix, tenant.KubeconfigSuffix, resolve.TalosSecretSuffix} {
+		if name, ok := strings.CutSuffix(obj.GetName(), suffix); ok && name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+		}
+	}
+	return nil
+}
+
+// deleting lets a pool's deletion through: its last Talos pool gone, a cluster's token
+// goes too.
+func deleting() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}

@@ -1,0 +1,226 @@
+// Package tenant reaches tenant clusters the way Cluster API does: through the
+// kubeconfig in the Cluster's <cluster>-kubeconfig Secret (key "value"), one connection
+// per Cluster, opened when a controller first needs it and closed when it no longer
+// does.
+//
+// A connection caches only what the operator keeps in a tenant cluster: the bootstrap
+// token Secrets in kube-system that carry the Cluster's label. Nothing cluster-wide (no
+// Nodes, no other Secrets) is cached, so a connection costs one watch and a handful of
+// small objects, and thousands of tenants fit in the operator's memory.
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	// KubeconfigSuffix names a Cluster's kubeconfig Secret (<cluster>-kubeconfig), and
+	// KubeconfigKey its key, as Cluster API writes and reads them.
+	KubeconfigSuffix = "-kubeconfig"
+	KubeconfigKey    = "value"
+	// LabelCluster marks, in a tenant cluster, what the operator keeps there for one
+	// management Cluster: its value is the Cluster's UID, so two Clusters that share an
+	// API server (a test's, never a platform's) never touch each other's objects.
+	LabelCluster = "nodegroup.io/cluster-uid"
+
+	// requestTimeout bounds every request to a tenant API server: one that does not
+	// answer must not hold a reconcile (and the pools of other tenants behind it).
+	requestTimeout = 10 * time.Second
+	// resync is how often a connection's cache is re-listed; the watch delivers changes.
+	resync = 0
+)
+
+// Connections holds one connection per Cluster.
+type Connections struct {
+	// Secrets reads the kubeconfig Secrets in the management cluster.
+	Secrets client.Reader
+	// Changed is called with a Cluster's key when what its connection caches changes,
+	// and when its watch fails: the controller that keeps those objects then looks again.
+	Changed func(cluster types.NamespacedName)
+	// UserAgent names the operator to tenant API servers.
+	UserAgent string
+
+	mu    sync.Mutex
+	conns map[types.NamespacedName]*Conn
+}
+
+// Conn is a connection to one tenant cluster.
+type Conn struct {
+	// Client talks to the tenant API server, uncached.
+	Client kubernetes.Interface
+	// Tokens lists the Cluster's bootstrap token Secrets in the tenant's kube-system
+	// from the connection's cache; HasSynced tells when it is filled.
+	Tokens    listersv1.SecretNamespaceLister
+	HasSynced cache.InformerSynced
+
+	uid        types.UID
+	kubeconfig string // the resourceVersion of the kubeconfig Secret it was made from
+	stop       context.CancelFunc
+
+	mu      sync.Mutex
+	watchOK bool
+	lastErr error
+}
+
+// Get returns the connection to the Cluster's tenant, opening it (or opening it again,
+// when the kubeconfig Secret changed) as needed. The connection's cache fills in the
+// background: check HasSynced.
+func (c *Connections) Get(ctx context.Context, cluster types.NamespacedName, uid types.UID) (*Conn, error) {
+	secret := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name + KubeconfigSuffix}
+	if err := c.Secrets.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("the Secret %s with the tenant cluster's kubeconfig does not exist yet (the control-plane provider writes it)", key)
+		}
+		return nil, fmt.Errorf("reading the Secret %s: %w", key, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn := c.conns[cluster]; conn != nil {
+		if conn.kubeconfig == secret.ResourceVersion && conn.uid == uid {
+			return conn, nil
+		}
+		conn.stop()
+		delete(c.conns, cluster)
+	}
+	conn, err := c.open(cluster, uid, secret)
+	if err != nil {
+		return nil, err
+	}
+	if c.conns == nil {
+		c.conns = map[types.NamespacedName]*Conn{}
+	}
+	c.conns[cluster] = conn
+	return conn, nil
+}
+
+// Close closes the Cluster's connection, if it has one.
+func (c *Connections) Close(cluster types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn := c.conns[cluster]; conn != nil {
+		conn.stop()
+		delete(c.conns, cluster)
+	}
+}
+
+// Open is how many connections are open.
+func (c *Connections) Open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.conns)
+}
+
+func (c *Connections) open(cluster types.NamespacedName, uid types.UID, secret *corev1.Secret) (*Conn, error) {
+	data := secret.Data[KubeconfigKey]
+	if len(data) == 0 {
+		return nil, fmt.Errorf("the Secret %s/%s has no %q key", secret.Namespace, secret.Name, KubeconfigKey)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig in %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	cfg.Timeout = requestTimeout
+	cfg.UserAgent = c.UserAgent
+	cfg.QPS, cfg.Burst = 5, 10
+	return c.connect(cluster, uid, secret.ResourceVersion, cfg)
+}
+
+func (c *Connections) connect(cluster types.NamespacedName, uid types.UID, version string, cfg *rest.Config) (*Conn, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	selector := labels.SelectorFromSet(labels.Set{LabelCluster: string(uid)}).String()
+	typeSelector := fields.OneTermEqualSelector("type", string(bootstrapapi.SecretTypeBootstrapToken)).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, resync,
+		informers.WithNamespace(metav1.NamespaceSystem),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector, o.FieldSelector = selector, typeSelector }))
+	secrets := factory.Core().V1().Secrets()
+	informer := secrets.Informer()
+	conn := &Conn{Client: cs, Tokens: secrets.Lister().Secrets(metav1.NamespaceSystem), HasSynced: informer.HasSynced, uid: uid, kubeconfig: version}
+	changed := func() {
+		if c.Changed != nil {
+			c.Changed(cluster)
+		}
+	}
+	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		conn.failed(err)
+		changed()
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// An event is an answer: the tenant API server is reachable.
+		AddFunc:    func(any) { conn.recovered(); changed() },
+		UpdateFunc: func(any, any) { conn.recovered(); changed() },
+		DeleteFunc: func(any) { conn.recovered(); changed() },
+	}); err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	conn.stop = stop
+	factory.Start(ctx.Done())
+	go func() {
+		// The first fill of the cache ends a wait of the controller, which looks again.
+		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			conn.recovered()
+			changed()
+		}
+	}()
+	return conn, nil
+}
+
+// Err is the last error of the connection's watch, nil while it is healthy.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watchOK {
+		return nil
+	}
+	return c.lastErr
+}
+
+func (c *Conn) failed(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watchOK, c.lastErr = false, err
+}
+
+func (c *Conn) recovered() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watchOK, c.lastErr = true, nil
+}
+
+// Probe asks the tenant API server for one object, to tell whether it answers now: the
+// cache's watch reports a failure only when it next reconnects.
+func (c *Conn) Probe(ctx context.Context) error {
+	_, err := c.Client.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{LabelCluster: string(c.uid)}).String(), Limit: 1,
+	})
+	if err != nil {
+		c.failed(err)
+		return err
+	}
+	c.recovered()
+	return nil
+}
