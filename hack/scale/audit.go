@@ -35,6 +35,9 @@ type auditEvent struct {
 
 const bareUser = "system:serviceaccount:" + localrun.ReleaseNamespace + ":" + bareServiceAccount
 
+// tenantUser is who the operator is to the tenant API server (tenantServiceAccount).
+const tenantUser = "system:serviceaccount:" + localrun.ReleaseNamespace + ":" + tenantServiceAccount
+
 // verb is the request's verb, with a dry run told apart: it writes nothing.
 func (e *auditEvent) verb() string {
 	if e.dryRun() {
@@ -188,6 +191,11 @@ func (h *harness) analyse(context.Context) error {
 				if w.name == phaseWave || w.name == phaseWaveTail {
 					h.attribute(e)
 				}
+			}
+		case !bare && e.User.Username == tenantUser:
+			p.TenantRequests++
+			if e.write() {
+				p.TenantWrites++
 			}
 		case !bare && e.User.Username == bareUser:
 			h.res.Anomalies = append(h.res.Anomalies, fmt.Sprintf("the bare client sent %s %s outside its phase", e.Verb, e.RequestURI))

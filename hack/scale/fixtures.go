@@ -85,7 +85,7 @@ func (h *harness) createFixtures(ctx context.Context) error {
 	}
 	var created atomic.Int64
 	err := parallel(ctx, 16, n, func(ctx context.Context, i int) error {
-		if err := testenv.CreateTenant(ctx, h.admin, h.tenant[i], testenv.TenantOptions{Kubeconfig: h.env.KubeConfig()}); err != nil {
+		if err := testenv.CreateTenant(ctx, h.admin, h.tenant[i], testenv.TenantOptions{Kubeconfig: h.tenantKubeconfig}); err != nil {
 			return fmt.Errorf("tenant %s: %w", h.tenant[i], err)
 		}
 		for j := range per {

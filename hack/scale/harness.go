@@ -108,6 +108,8 @@ type harness struct {
 	webhookPort        int
 	webhookConfigs     []*unstructured.Unstructured
 	metricsToken       string
+	// tenantKubeconfig is every cluster's <cluster>-kubeconfig.
+	tenantKubeconfig []byte
 	// runs counts the operator processes started.
 	runs int
 	// profiles are the profiles being taken.
@@ -278,6 +280,11 @@ func (h *harness) startControlPlane(ctx context.Context) error {
 // both clients' requests alike.
 const bareServiceAccount = "scale-bare"
 
+// tenantServiceAccount is the identity in every cluster's <cluster>-kubeconfig: the
+// tenant clusters are this API server, and the operator's requests to them are told
+// apart from its own by this user.
+const tenantServiceAccount = "scale-tenant"
+
 // metricsServiceAccount scrapes the operator's metrics, bound to the chart's reader role
 // as a platform binds its Prometheus.
 const metricsServiceAccount = "scale-metrics"
@@ -328,7 +335,14 @@ func (h *harness) identities(ctx context.Context) error {
 		return err
 	}
 	cfg.QPS = -1
-	h.bare, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if h.bare, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
+		return err
+	}
+	tenantCfg, err := localrun.ServiceAccountConfig(ctx, h.env.Config, localrun.ReleaseNamespace, tenantServiceAccount, "cluster-admin", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	h.tenantKubeconfig, err = localrun.Kubeconfig(tenantCfg)
 	return err
 }
 

@@ -83,6 +83,11 @@ type Phase struct {
 	Writes      int `json:"writes"`
 	EventWrites int `json:"eventWrites"`
 	LeaseWrites int `json:"leaseWrites"`
+	// TenantRequests and TenantWrites are the operator's requests to the tenant API
+	// server, which every cluster's <cluster>-kubeconfig names: here the same API
+	// server, as its own user.
+	TenantRequests int `json:"tenantRequests"`
+	TenantWrites   int `json:"tenantWrites"`
 	// Reconciles of the nodegroup controller in the window (the operator's metrics).
 	Reconciles int `json:"reconciles,omitempty"`
 }
@@ -132,6 +137,9 @@ func (r *Result) Problems() []string {
 	if r.Steady.Writes > 0 {
 		p = append(p, fmt.Sprintf("the operator sent %d writes in the steady state (%v)", r.Steady.Writes, r.Steady.Requests))
 	}
+	if r.Steady.TenantWrites > 0 {
+		p = append(p, fmt.Sprintf("the operator sent %d writes to the tenant clusters in the steady state", r.Steady.TenantWrites))
+	}
 	if r.Restart.Writes > 0 {
 		p = append(p, fmt.Sprintf("the restarted operator sent %d writes (%v)", r.Restart.Writes, r.Restart.Requests))
 	}
@@ -166,6 +174,7 @@ func (r *Result) Table() string {
 	fmt.Fprintf(w, "b. bare client, same objects: before / after / mean\t%.1f / %.1f / %.1f s\t\n", r.Bare.Seconds, r.BareAgain.Seconds, (r.Bare.Seconds+r.BareAgain.Seconds)/2)
 	fmt.Fprintf(w, "   ratio a / b\t%.2f\t<= %.1f %s\n", r.Ratio, targetRatio, verdict(r.Ratio <= targetRatio, r.Ratio/targetRatio-1))
 	fmt.Fprintf(w, "c. steady state: writes in %.0f s (%d reconciles)\t%d\t0 %s\n", r.Steady.Seconds, r.Steady.Reconciles, r.Steady.Writes, verdict(r.Steady.Writes == 0, 0))
+	fmt.Fprintf(w, "   writes to the tenant clusters (%d requests)\t%d\t0 %s\n", r.Steady.TenantRequests, r.Steady.TenantWrites, verdict(r.Steady.TenantWrites == 0, 0))
 	fmt.Fprintf(w, "   leader election (lease renewals)\t%d\t\n", r.Steady.LeaseWrites)
 	fmt.Fprintf(w, "   restart: every pool reconciled\t%.1f s, %d writes\t0 writes %s\n", r.Restart.Seconds, r.Restart.Writes, verdict(r.Restart.Writes == 0, 0))
 	fmt.Fprintf(w, "d. change wave: %d pools with new templates\t%.1f s\t\n", r.Wave.Pools, r.Wave.Seconds)

@@ -140,6 +140,16 @@ func namespaced(kind string) bool {
 	return true
 }
 
+// Kubeconfig is a kubeconfig of cfg's server, CA and bearer token.
+func Kubeconfig(cfg *rest.Config) ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["user"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "user"}
+	kc.CurrentContext = "user"
+	return clientcmd.Write(*kc)
+}
+
 // ServiceAccountKubeconfig writes a kubeconfig that authenticates as the chart's
 // ServiceAccount with a token valid for validity, so the operator runs with exactly the
 // chart's RBAC.
