@@ -21,8 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -64,8 +63,10 @@ type Connections struct {
 
 // Conn is a connection to one tenant cluster.
 type Conn struct {
-	// Client talks to the tenant API server, uncached.
-	Client kubernetes.Interface
+	// Client talks to the tenant API server, uncached. Only the core group: a full
+	// clientset builds a client for every API group, which thousands of tenants pay in
+	// memory for nothing.
+	Client corev1client.CoreV1Interface
 	// Tokens lists the Cluster's bootstrap token Secrets in the tenant's kube-system
 	// from the connection's cache; HasSynced tells when it is filled.
 	Tokens    listersv1.SecretNamespaceLister
@@ -145,18 +146,18 @@ func (c *Connections) open(cluster types.NamespacedName, uid types.UID, secret *
 }
 
 func (c *Connections) connect(cluster types.NamespacedName, uid types.UID, version string, cfg *rest.Config) (*Conn, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	selector := labels.SelectorFromSet(labels.Set{LabelCluster: string(uid)}).String()
 	typeSelector := fields.OneTermEqualSelector("type", string(bootstrapapi.SecretTypeBootstrapToken)).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, resync,
-		informers.WithNamespace(metav1.NamespaceSystem),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector, o.FieldSelector = selector, typeSelector }))
-	secrets := factory.Core().V1().Secrets()
-	informer := secrets.Informer()
-	conn := &Conn{Client: cs, Tokens: secrets.Lister().Secrets(metav1.NamespaceSystem), HasSynced: informer.HasSynced, uid: uid, kubeconfig: version}
+	lw := cache.NewFilteredListWatchFromClient(core.RESTClient(), "secrets", metav1.NamespaceSystem, func(o *metav1.ListOptions) {
+		o.LabelSelector, o.FieldSelector = selector, typeSelector
+	})
+	informer := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	conn := &Conn{Client: core, Tokens: listersv1.NewSecretLister(informer.GetIndexer()).Secrets(metav1.NamespaceSystem),
+		HasSynced: informer.HasSynced, uid: uid, kubeconfig: version}
 	changed := func() {
 		if c.Changed != nil {
 			c.Changed(cluster)
@@ -178,7 +179,7 @@ func (c *Connections) connect(cluster types.NamespacedName, uid types.UID, versi
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	conn.stop = stop
-	factory.Start(ctx.Done())
+	go informer.RunWithContext(ctx)
 	go func() {
 		// The first fill of the cache ends a wait of the controller, which looks again.
 		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
@@ -214,7 +215,7 @@ func (c *Conn) recovered() {
 // Probe asks the tenant API server for one object, to tell whether it answers now: the
 // cache's watch reports a failure only when it next reconnects.
 func (c *Conn) Probe(ctx context.Context) error {
-	_, err := c.Client.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+	_, err := c.Client.Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{LabelCluster: string(c.uid)}).String(), Limit: 1,
 	})
 	if err != nil {

@@ -308,7 +308,7 @@ func desiredToken(c *clusterv1.Cluster, token string) *corev1.Secret {
 // bootstrap token Secrets (those with its label), creating, correcting and deleting
 // from the connection's cache: an unchanged tenant gets no request.
 func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn *tenant.Conn, tokens []string) error {
-	secrets := conn.Client.CoreV1().Secrets(metav1.NamespaceSystem)
+	secrets := conn.Client.Secrets(metav1.NamespaceSystem)
 	want := map[string]bool{}
 	for _, t := range tokens {
 		d := desiredToken(c, t)
