@@ -21,6 +21,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
@@ -115,6 +116,23 @@ func (h *harness) renderAll(ctx context.Context) ([]bareJob, error) {
 		Client: h.admin, APIReader: h.admin, Mapper: h.admin.RESTMapper(), Catalog: catalog.Default(),
 		ManagementDNS: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, ManagementDNSDomain: "cluster.local",
 	}
+	// The pools of a Talos cluster render from its join identity: made here as the
+	// operator makes it, for the render, then deleted; the first Talos pool's job creates
+	// it again, with its token in the tenant cluster.
+	identities := make([][]*unstructured.Unstructured, len(h.tenant))
+	if err := parallel(ctx, 8, len(h.tenant), func(ctx context.Context, i int) error {
+		if !h.hasTalos(i) {
+			return nil
+		}
+		objs, err := h.talosIdentity(ctx, h.tenant[i])
+		if err != nil {
+			return err
+		}
+		identities[i] = objs
+		return h.admin.Create(ctx, objs[0].DeepCopy())
+	}); err != nil {
+		return nil, err
+	}
 	jobs := make([]bareJob, len(h.pools))
 	err := parallel(ctx, 8, len(h.pools), func(ctx context.Context, i int) error {
 		p := h.pools[i]
@@ -132,7 +150,10 @@ func (h *harness) renderAll(ctx context.Context) ([]bareJob, error) {
 			return fmt.Errorf("rendering %s: %w", p.key(), err)
 		}
 		var job bareJob
-		if in.KairosUserSecret != "" && h.firstKairos(p) {
+		if p.os == v1.OSTalos && h.firstOf(p, v1.OSTalos) {
+			job.objects = append(job.objects, identities[p.tenant]...)
+		}
+		if in.KairosUserSecret != "" && h.firstOf(p, v1.OSKairos) {
 			s, err := h.workerPassword(ctx, p.namespace)
 			if err != nil {
 				return err
@@ -149,17 +170,53 @@ func (h *harness) renderAll(ctx context.Context) ([]bareJob, error) {
 		jobs[i] = job
 		return nil
 	})
-	return jobs, err
+	if err != nil {
+		return nil, err
+	}
+	return jobs, h.deleteManaged(ctx)
 }
 
-// firstKairos: p is the first Kairos pool of its namespace.
-func (h *harness) firstKairos(p *pool) bool {
+// firstOf: p is the first pool of its namespace on os.
+func (h *harness) firstOf(p *pool, os v1.OSFamily) bool {
 	for _, q := range h.pools[p.tenant*h.cfg.PoolsPerNamespace : p.index] {
-		if q.os == v1.OSKairos {
+		if q.os == os {
 			return false
 		}
 	}
-	return p.os == v1.OSKairos
+	return p.os == os
+}
+
+// hasTalos: the i-th tenant has a Talos pool.
+func (h *harness) hasTalos(i int) bool {
+	return slices.ContainsFunc(h.pools[i*h.cfg.PoolsPerNamespace:(i+1)*h.cfg.PoolsPerNamespace], func(p *pool) bool { return p.os == v1.OSTalos })
+}
+
+// talosIdentity is what the operator makes for a Talos cluster: <cluster>-talos and,
+// in the tenant cluster (this API server), its bootstrap token Secret.
+func (h *harness) talosIdentity(ctx context.Context, ns string) ([]*unstructured.Unstructured, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := h.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: testenv.TenantCluster}, cluster); err != nil {
+		return nil, err
+	}
+	ca := &corev1.Secret{}
+	if err := h.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: testenv.TenantCluster + "-ca"}, ca); err != nil {
+		return nil, err
+	}
+	id, err := joinidentity.IdentitySecret(cluster, ca.Data[corev1.TLSCertKey], time.Now())
+	if err != nil {
+		return nil, err
+	}
+	token := joinidentity.TokenSecret(cluster, string(id.Data[resolve.TalosKeyBootstrapToken]))
+	var out []*unstructured.Unstructured
+	for _, s := range []*corev1.Secret{id, token} {
+		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}
+		u, err := toUnstructured(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // workerPassword is the Secret credentials.EnsureWorkerPassword creates for a cluster.
@@ -182,6 +239,10 @@ func (h *harness) workerPassword(ctx context.Context, ns string) (*unstructured.
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{credentials.WorkerPasswordKey: []byte(base64.RawStdEncoding.EncodeToString(raw))},
 	}
+	return toUnstructured(s)
+}
+
+func toUnstructured(s *corev1.Secret) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -228,6 +289,10 @@ func storedSize(u *unstructured.Unstructured) int64 {
 // tenant namespaces, and checks that none is left.
 func (h *harness) deleteManaged(ctx context.Context) error {
 	sel := client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}
+	// The bootstrap tokens in the tenant clusters (this API server's kube-system).
+	if err := h.admin.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(metav1.NamespaceSystem), sel); err != nil {
+		return fmt.Errorf("deleting the tenant bootstrap tokens: %w", err)
+	}
 	err := parallel(ctx, 16, len(h.tenant), func(ctx context.Context, i int) error {
 		for _, gvk := range managedKinds {
 			u := &unstructured.Unstructured{}

@@ -284,9 +284,9 @@ func tokenID(token string) string {
 	return id
 }
 
-// desiredToken is the tenant's Secret for a bootstrap token, as kubeadm makes one for
+// TokenSecret is the tenant's Secret for a bootstrap token, as kubeadm makes one for
 // node joins, without an expiry: the token lives as long as the cluster's Talos pools.
-func desiredToken(c *clusterv1.Cluster, token string) *corev1.Secret {
+func TokenSecret(c *clusterv1.Cluster, token string) *corev1.Secret {
 	id, secret, _ := strings.Cut(token, ".")
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -311,7 +311,7 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 	secrets := conn.Client.Secrets(metav1.NamespaceSystem)
 	want := map[string]bool{}
 	for _, t := range tokens {
-		d := desiredToken(c, t)
+		d := TokenSecret(c, t)
 		want[d.Name] = true
 		cur, err := conn.Tokens.Get(d.Name)
 		switch {
