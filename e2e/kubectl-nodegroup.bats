@@ -5,6 +5,10 @@
 setup_file() {
   cd "$BATS_TEST_DIRNAME/.."
   go build -o "$BATS_FILE_TMPDIR/kubectl-nodegroup" ./cmd/kubectl-nodegroup
+  # The example tenant as it stands once its control plane runs: the Kamaji provider has
+  # published the API server's address, which Cluster API copies onto the Cluster.
+  sed 's/^  clusterNetwork:/  controlPlaneEndpoint: {host: demo.tenant-demo.svc, port: 6443}\n  clusterNetwork:/' \
+    examples/tenant.yaml > "$BATS_FILE_TMPDIR/tenant.yaml"
 }
 
 setup() {
@@ -53,7 +57,7 @@ setup() {
 }
 
 @test "render prints the four objects the operator would apply for a Kairos pool" {
-  run kubectl-nodegroup render -f testdata/pool-kairos.yaml --objects ../examples/tenant.yaml \
+  run kubectl-nodegroup render -f testdata/pool-kairos.yaml --objects "$BATS_FILE_TMPDIR/tenant.yaml" \
     --objects ../examples/platform.yaml --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10
   [ "$status" -eq 0 ]
   [ "$(grep -c '^kind:' <<<"$output")" -eq 4 ]
@@ -64,7 +68,7 @@ setup() {
 }
 
 @test "render says which condition a pool without its secrets would get" {
-  run kubectl-nodegroup render -f testdata/pool-talos.yaml --objects ../examples/tenant.yaml \
+  run kubectl-nodegroup render -f testdata/pool-talos.yaml --objects "$BATS_FILE_TMPDIR/tenant.yaml" \
     --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10
   [ "$status" -eq 1 ]
   [[ "$output" == *"Rendered=False (TalosSecretsMissing)"* ]]
@@ -91,7 +95,7 @@ setup() {
 
 @test "render refuses, as the operator would, a pool on another minor than its class's image" {
   sed 's/maxReplicas: 2/maxReplicas: 2\n  kubernetesVersion: v1.34/' testdata/pool-kairos.yaml > "$BATS_TEST_TMPDIR/minor.yaml"
-  run kubectl-nodegroup render -f "$BATS_TEST_TMPDIR/minor.yaml" --objects ../examples/tenant.yaml \
+  run kubectl-nodegroup render -f "$BATS_TEST_TMPDIR/minor.yaml" --objects "$BATS_FILE_TMPDIR/tenant.yaml" \
     --objects ../examples/platform.yaml --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10
   [ "$status" -eq 1 ]
   [[ "$output" == *"the operator would refuse the pool: spec.kubernetesVersion"* ]]

@@ -15,10 +15,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -110,17 +112,12 @@ func run(keep bool, start time.Time) error {
 			return err
 		}
 	}
-	// No Kamaji runs here: the demo writes what its control-plane provider would, the
-	// cluster's CA and a kubeconfig that names this API server as the tenant cluster.
-	// The operator makes the Talos join identity from them.
-	kamaji, err := testenv.KamajiSecrets("tenant-demo", "demo", env.KubeConfig())
-	if err != nil {
+	// No Kamaji or Cluster API runs here: the demo writes what they would, the cluster's
+	// CA, a kubeconfig that names this API server as the tenant cluster, and its address
+	// as the Cluster's control-plane endpoint. The operator makes the Talos join
+	// identity from them.
+	if err := playControlPlaneProvider(ctx, c, "tenant-demo", "demo", env.KubeConfig(), env.Config.Host); err != nil {
 		return err
-	}
-	for _, obj := range kamaji {
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("writing the control-plane provider's Secret %s: %w", obj.GetName(), err)
-		}
 	}
 	if err := applyFile(ctx, c, filepath.Join(root, "examples", "pools.yaml")); err != nil {
 		return err
@@ -263,6 +260,36 @@ func dnsSummary(ctx context.Context, c client.Client, ns, name string) error {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// playControlPlaneProvider writes what the Kamaji provider and Cluster API write for a
+// Cluster with a Kamaji control plane once its API server runs: <cluster>-ca,
+// <cluster>-kubeconfig and the Cluster's spec.controlPlaneEndpoint.
+func playControlPlaneProvider(ctx context.Context, c client.Client, ns, cluster string, kubeconfig []byte, server string) error {
+	secrets, err := testenv.KamajiSecrets(ns, cluster, kubeconfig)
+	if err != nil {
+		return err
+	}
+	for _, obj := range secrets {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("writing the control-plane provider's Secret %s: %w", obj.GetName(), err)
+		}
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return fmt.Errorf("the API server address %s has no port", server)
+	}
+	cl := &clusterv1.Cluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, cl); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(cl.DeepCopy())
+	cl.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: u.Hostname(), Port: int32(port)}
+	return c.Patch(ctx, cl, patch)
 }
 
 // identitySummary shows the Talos join identity the operator made for the cluster and
