@@ -12,6 +12,7 @@ package tenant
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -21,10 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,8 +44,6 @@ const (
 	// requestTimeout bounds every request to a tenant API server: one that does not
 	// answer must not hold a reconcile (and the pools of other tenants behind it).
 	requestTimeout = 10 * time.Second
-	// resync is how often a connection's cache is re-listed; the watch delivers changes.
-	resync = 0
 )
 
 // Connections holds one connection per Cluster.
@@ -67,16 +66,14 @@ type Conn struct {
 	// clientset builds a client for every API group, which thousands of tenants pay in
 	// memory for nothing.
 	Client corev1client.CoreV1Interface
-	// Tokens lists the Cluster's bootstrap token Secrets in the tenant's kube-system
-	// from the connection's cache; HasSynced tells when it is filled.
-	Tokens    listersv1.SecretNamespaceLister
-	HasSynced cache.InformerSynced
 
 	uid        types.UID
 	kubeconfig string // the resourceVersion of the kubeconfig Secret it was made from
 	stop       context.CancelFunc
 
 	mu      sync.Mutex
+	synced  bool
+	tokens  map[string]*corev1.Secret
 	watchOK bool
 	lastErr error
 }
@@ -150,44 +147,136 @@ func (c *Connections) connect(cluster types.NamespacedName, uid types.UID, versi
 	if err != nil {
 		return nil, err
 	}
-	selector := labels.SelectorFromSet(labels.Set{LabelCluster: string(uid)}).String()
-	typeSelector := fields.OneTermEqualSelector("type", string(bootstrapapi.SecretTypeBootstrapToken)).String()
-	lw := cache.NewFilteredListWatchFromClient(core.RESTClient(), "secrets", metav1.NamespaceSystem, func(o *metav1.ListOptions) {
-		o.LabelSelector, o.FieldSelector = selector, typeSelector
-	})
-	informer := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	conn := &Conn{Client: core, Tokens: listersv1.NewSecretLister(informer.GetIndexer()).Secrets(metav1.NamespaceSystem),
-		HasSynced: informer.HasSynced, uid: uid, kubeconfig: version}
-	changed := func() {
+	conn := &Conn{Client: core, uid: uid, kubeconfig: version}
+	ctx, stop := context.WithCancel(context.Background())
+	conn.stop = stop
+	go conn.follow(ctx, func() {
 		if c.Changed != nil {
 			c.Changed(cluster)
 		}
+	})
+	return conn, nil
+}
+
+// HasSynced tells whether the connection's cache has been filled once.
+func (c *Conn) HasSynced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
+}
+
+// Token is the cached bootstrap token Secret of that name, nil when there is none.
+func (c *Conn) Token(name string) *corev1.Secret {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tokens[name]
+}
+
+// Tokens are the cached bootstrap token Secrets of the Cluster.
+func (c *Conn) Tokens() []*corev1.Secret {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*corev1.Secret, 0, len(c.tokens))
+	for _, s := range c.tokens {
+		out = append(out, s)
 	}
-	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		conn.failed(err)
+	return out
+}
+
+// follow lists the Cluster's token Secrets, then watches them from the list's version,
+// again and again until ctx ends: after a watch ends it watches on from the last version
+// seen, and lists again when that version is gone. A failure waits a backoff that grows
+// to 30 s. Each change, and each failure, is told to changed.
+//
+// This is a reflector without an informer: a tenant's cache is a handful of Secrets
+// behind one watch, and an informer's queues and buffers, per tenant, would be most
+// of what thousands of tenants cost.
+func (c *Conn) follow(ctx context.Context, changed func()) {
+	opts := metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{LabelCluster: string(c.uid)}).String(),
+		FieldSelector: fields.OneTermEqualSelector("type", string(bootstrapapi.SecretTypeBootstrapToken)).String(),
+	}
+	secrets := c.Client.Secrets(metav1.NamespaceSystem)
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 30 * time.Second}
+	fail := func(err error) {
+		c.failed(err)
 		changed()
-	}); err != nil {
-		return nil, err
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff.Step()):
+		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		// An event is an answer: the tenant API server is reachable.
-		AddFunc:    func(any) { conn.recovered(); changed() },
-		UpdateFunc: func(any, any) { conn.recovered(); changed() },
-		DeleteFunc: func(any) { conn.recovered(); changed() },
-	}); err != nil {
-		return nil, err
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	conn.stop = stop
-	go informer.RunWithContext(ctx)
-	go func() {
-		// The first fill of the cache ends a wait of the controller, which looks again.
-		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-			conn.recovered()
+	version := ""
+	for ctx.Err() == nil {
+		if version == "" {
+			list, err := secrets.List(ctx, opts)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			c.replace(list.Items)
+			version = list.ResourceVersion
 			changed()
 		}
-	}()
-	return conn, nil
+		w, err := secrets.Watch(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector,
+			ResourceVersion: version, AllowWatchBookmarks: true})
+		if err != nil {
+			fail(err)
+			continue
+		}
+		backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 30 * time.Second}
+		version = c.drain(w, version, changed)
+	}
+}
+
+// drain applies a watch's events to the cache until it ends, and returns the version
+// to watch on from: empty when the watch said the version is gone.
+func (c *Conn) drain(w watch.Interface, version string, changed func()) string {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Error:
+			if status, ok := ev.Object.(*metav1.Status); ok && status.Code == http.StatusGone {
+				return ""
+			}
+			c.failed(apierrors.FromObject(ev.Object))
+			changed()
+			return version
+		case watch.Bookmark, watch.Added, watch.Modified, watch.Deleted:
+			s, ok := ev.Object.(*corev1.Secret)
+			if !ok {
+				continue
+			}
+			version = s.ResourceVersion
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			c.set(s, ev.Type == watch.Deleted)
+			changed()
+		}
+	}
+	return version
+}
+
+func (c *Conn) replace(items []corev1.Secret) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tokens = make(map[string]*corev1.Secret, len(items))
+	for i := range items {
+		c.tokens[items[i].Name] = &items[i]
+	}
+	c.synced, c.watchOK, c.lastErr = true, true, nil
+}
+
+func (c *Conn) set(s *corev1.Secret, deleted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if deleted {
+		delete(c.tokens, s.Name)
+	} else {
+		c.tokens[s.Name] = s
+	}
+	c.watchOK, c.lastErr = true, nil
 }
 
 // Err is the last error of the connection's watch, nil while it is healthy.

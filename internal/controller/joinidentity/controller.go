@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
@@ -313,9 +312,10 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 	for _, t := range tokens {
 		d := TokenSecret(c, t)
 		want[d.Name] = true
-		cur, err := conn.Tokens.Get(d.Name)
+		cur := conn.Token(d.Name)
+		var err error
 		switch {
-		case apierrors.IsNotFound(err):
+		case cur == nil:
 			_, err = secrets.Create(ctx, d, metav1.CreateOptions{FieldManager: render.ManagedByValue})
 			if apierrors.IsAlreadyExists(err) {
 				// A Secret of that name without the cluster's label: the token the identity
@@ -326,7 +326,6 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 					_, err = secrets.Update(ctx, d, metav1.UpdateOptions{FieldManager: render.ManagedByValue})
 				}
 			}
-		case err != nil:
 		case !tokenCurrent(cur, d):
 			next := cur.DeepCopy()
 			next.Type, next.Data = d.Type, d.Data
@@ -339,11 +338,7 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 			return fmt.Errorf("bootstrap token Secret %s: %w", d.Name, err)
 		}
 	}
-	all, err := conn.Tokens.List(labels.Everything())
-	if err != nil {
-		return err
-	}
-	for _, s := range all {
+	for _, s := range conn.Tokens() {
 		if want[s.Name] {
 			continue
 		}
