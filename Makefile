@@ -46,7 +46,7 @@ lint: ## gofmt, go vet, a tidy go.mod, and a clean tree after `make generate`.
 .PHONY: test
 test: lint ## Lint, then run the unit and integration tests against a real kube-apiserver.
 	@hack/testdeps.sh
-	@start=$$SECONDS; assets=$$(hack/testbin.sh); echo "control-plane binaries ready in $$((SECONDS-start))s: $$assets"; \
+	@start=$$SECONDS; assets=$$(hack/testbin.sh --all); echo "control-plane binaries ready in $$((SECONDS-start))s: $$assets"; \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 $(TEST_ARGS) ./...
 	bats e2e/*.bats
 

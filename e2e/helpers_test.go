@@ -57,13 +57,20 @@ func consistently(t *testing.T, d time.Duration, what string, check func(ctx con
 }
 
 // newTenant creates a tenant namespace as the platform prepares one: the Cluster with its
-// Kamaji control plane, the API server's Service and the Talos secrets.
+// Kamaji control plane and its API server's Service, nothing else. The simulated Kamaji
+// writes <cluster>-ca and <cluster>-kubeconfig for the namespace's tenant cluster
+// (env.TenantFor) and the endpoint; the operator makes the Talos join identity.
 func newTenant(t *testing.T, ns string) {
 	t.Helper()
-	if err := testenv.CreateTenant(context.Background(), env.Client, ns, testenv.TenantOptions{Labels: map[string]string{"tenant": "true"}, TalosSecret: true}); err != nil {
+	if err := testenv.CreateTenant(context.Background(), env.Client, ns, testenv.TenantOptions{
+		Labels: map[string]string{"tenant": "true"}, ProviderEndpoint: true,
+	}); err != nil {
 		t.Fatalf("creating tenant %s: %v", ns, err)
 	}
 }
+
+// tenantClient is the admin client of the namespace's tenant cluster, where its Nodes are.
+func tenantClient(ns string) client.Client { return env.TenantFor(ns).Client }
 
 // newPool returns a Talos pool on the built-in class and location.
 func newPool(ns, name string, minReplicas, maxReplicas int32) *v1.NodeGroup {
@@ -154,7 +161,7 @@ func poolRunning(ctx context.Context, ng *v1.NodeGroup, want int) ([]clusterv1.M
 			return nil, nil, fmt.Errorf("machine %s is %q with node %q", m.Name, m.Status.Phase, m.Status.NodeRef.Name)
 		}
 		node := corev1.Node{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, &node); err != nil {
+		if err := tenantClient(ng.Namespace).Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, &node); err != nil {
 			return nil, nil, err
 		}
 		if node.Spec.ProviderID != m.Spec.ProviderID {

@@ -310,20 +310,20 @@ func TestUnhealthyNodeRemediated(t *testing.T) {
 	// The kubelet stops: kwok no longer heartbeats the Node, and its Ready condition
 	// turns False (kube-controller-manager would mark it Unknown soon after anyway).
 	eventually(t, short, "the node marked NotReady", func(ctx context.Context) error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&node), &node); err != nil {
+		if err := tenantClient(ns).Get(ctx, client.ObjectKeyFromObject(&node), &node); err != nil {
 			return err
 		}
 		if _, managed := node.Annotations[framework.KwokAnnotation]; managed {
 			patch := client.MergeFrom(node.DeepCopy())
 			delete(node.Annotations, framework.KwokAnnotation)
-			return env.Client.Patch(ctx, &node, patch)
+			return tenantClient(ns).Patch(ctx, &node, patch)
 		}
 		for i := range node.Status.Conditions {
 			if c := &node.Status.Conditions[i]; c.Type == corev1.NodeReady {
 				c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionFalse, "KubeletStopped", metav1.Now()
 			}
 		}
-		return env.Client.Status().Update(ctx, &node)
+		return tenantClient(ns).Status().Update(ctx, &node)
 	})
 	eventually(t, long, "the unhealthy machine replaced", func(ctx context.Context) error {
 		ms, _, err := poolRunning(ctx, ng, 1)
@@ -336,7 +336,7 @@ func TestUnhealthyNodeRemediated(t *testing.T) {
 		return nil
 	})
 	eventually(t, short, "the old node removed", func(ctx context.Context) error {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(&node), &corev1.Node{})
+		err := tenantClient(ns).Get(ctx, client.ObjectKeyFromObject(&node), &corev1.Node{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -430,7 +430,7 @@ func TestDeletePoolRemovesOnlyItsObjects(t *testing.T) {
 			errs = append(errs, fmt.Sprintf("%d machines left (%v)", len(ms), err))
 		}
 		for _, n := range doomedNodes {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&n), &corev1.Node{}); !apierrors.IsNotFound(err) {
+			if err := tenantClient(ns).Get(ctx, client.ObjectKeyFromObject(&n), &corev1.Node{}); !apierrors.IsNotFound(err) {
 				errs = append(errs, fmt.Sprintf("node %s left (%v)", n.Name, err))
 			}
 		}

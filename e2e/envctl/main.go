@@ -1,6 +1,8 @@
 // Command envctl keeps the end-to-end environment (e2e/framework) running for the bats
 // suite and for a person exploring it: it starts everything, writes <work>/env (shell
-// variables: KUBECONFIG, and PATH with kubectl), and runs until SIGINT or SIGTERM.
+// variables: KUBECONFIG, the management cluster's admin kubeconfig; TENANT_KUBECONFIG,
+// the default tenant cluster's, where the Nodes are; E2E_OPERATOR_LOG; and PATH with
+// kubectl), and runs until SIGINT or SIGTERM.
 //
 // Usage: go run ./e2e/envctl -work DIR
 package main
@@ -45,8 +47,8 @@ func run(work string) error {
 		return err
 	}
 	defer env.Stop()
-	vars := fmt.Sprintf("export KUBECONFIG=%q\nexport PATH=%q:\"$PATH\"\nexport E2E_OPERATOR_LOG=%q\n",
-		env.Kubeconfig, env.Bin, env.OperatorLog())
+	vars := fmt.Sprintf("export KUBECONFIG=%q\nexport TENANT_KUBECONFIG=%q\nexport PATH=%q:\"$PATH\"\nexport E2E_OPERATOR_LOG=%q\n",
+		env.Kubeconfig, env.Tenant.KubeconfigPath, env.Bin, env.OperatorLog())
 	// Written last and renamed into place: its presence means the environment is up.
 	tmp := filepath.Join(work, "env.tmp")
 	if err := os.WriteFile(tmp, []byte(vars), 0o600); err != nil {

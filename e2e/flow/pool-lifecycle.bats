@@ -39,17 +39,10 @@ setup() {
   export PATH="$BATS_FILE_TMPDIR:$PATH"
 }
 
-@test "the platform prepares a tenant: its cluster, control plane and Talos secrets" {
+@test "the platform prepares a tenant: its cluster and control plane, nothing else" {
   # The platform's own objects: the management DNS Service and a Kairos class.
   kubectl apply -f examples/platform.yaml
   kubectl apply -f examples/tenant.yaml
-  kubectl create secret generic demo-talos -n tenant-demo \
-    --from-literal=machine-token=w7ysn3.2ti4qmz2k6ajb9nt \
-    --from-file=machine-ca.crt=internal/render/testdata/machine-ca.crt \
-    --from-file=cluster-ca.crt=internal/render/testdata/cluster-ca.crt \
-    --from-literal=cluster-id=Nhx0p0XcSPVpeFbSiGrMbT6cVTuqc1UwIuJ0jZ_6rzI= \
-    --from-literal=cluster-secret=bx4j3zGGpZ1lx1D0dw4XzVLHzJ8lwnhc0eMdQ+k6sF0= \
-    --from-literal=bootstrap-token=abcdef.0123456789abcdef
   run kubectl get nodegroupclasses
   [ "$status" -eq 0 ]
   [[ "$output" == *talos* ]]
@@ -68,9 +61,20 @@ setup() {
   run kubectl get machines -n tenant-demo -l cluster.x-k8s.io/deployment-name=demo-web \
     -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}'
   [ "$output" = "Running" ]
-  run kubectl get nodes -l node.cluster.x-k8s.io/nodegroup=web,workload=web,node-role.kubernetes.io/worker \
+  # The Node is in the tenant cluster, which the worker joined with its bootstrap token.
+  run kubectl --kubeconfig "$TENANT_KUBECONFIG" get nodes -l node.cluster.x-k8s.io/nodegroup=web,workload=web,node-role.kubernetes.io/worker \
     -o jsonpath='{range .items[*]}{.spec.taints[?(@.key=="workload")].effect}{"\n"}{end}'
   [ "$output" = "NoSchedule" ]
+}
+
+@test "the operator made the cluster's Talos join identity and keeps its token in the tenant" {
+  run kubectl get secret -n tenant-demo demo-talos -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by}'
+  [ "$output" = nodegroup-operator ]
+  id=$(kubectl get secret -n tenant-demo demo-talos -o jsonpath='{.data.bootstrap-token}' | base64 -d | cut -d. -f1)
+  run kubectl --kubeconfig "$TENANT_KUBECONFIG" get secret -n kube-system "bootstrap-token-$id" -o jsonpath='{.type}'
+  [ "$output" = bootstrap.kubernetes.io/token ]
+  run kubectl get nodegroup -n tenant-demo web -o jsonpath='{.status.conditions[?(@.type=="TenantClusterReachable")].status}'
+  [ "$output" = True ]
 }
 
 @test "kubectl nodegroup explain tells the tenant where the pool stands" {
@@ -83,7 +87,7 @@ setup() {
 @test "resizing the fixed pool adds a machine" {
   kubectl patch -n tenant-demo nodegroup/web --type merge -p '{"spec":{"minReplicas":2,"maxReplicas":2}}'
   for _ in $(seq 1 120); do
-    n=$(kubectl get nodes -l node.cluster.x-k8s.io/nodegroup=web -o name | wc -l)
+    n=$(kubectl --kubeconfig "$TENANT_KUBECONFIG" get nodes -l node.cluster.x-k8s.io/nodegroup=web -o name | wc -l)
     [ "$n" -eq 2 ] && break
     sleep 2
   done
@@ -112,7 +116,7 @@ setup() {
 @test "deleting the pool removes its machines and nodes" {
   kubectl delete -n tenant-demo nodegroup/web --timeout=240s
   for _ in $(seq 1 120); do
-    n=$(kubectl get nodes -l node.cluster.x-k8s.io/nodegroup=web -o name | wc -l)
+    n=$(kubectl --kubeconfig "$TENANT_KUBECONFIG" get nodes -l node.cluster.x-k8s.io/nodegroup=web -o name | wc -l)
     m=$(kubectl get machines -n tenant-demo -o name | wc -l)
     [ "$n" -eq 0 ] && [ "$m" -eq 0 ] && break
     sleep 2

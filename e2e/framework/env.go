@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -35,17 +36,23 @@ type Env struct {
 	// Work holds every process's log, the kubeconfigs and Cluster API's webhook
 	// certificate.
 	Work string
-	// Config and Client are the control plane's admin.
+	// Config and Client are the management cluster's admin.
 	Config *rest.Config
 	Client client.Client
-	// Kubeconfig is the admin kubeconfig's path, for kubectl and the bats suite.
+	// Kubeconfig is the management admin kubeconfig's path, for kubectl and the bats
+	// suite.
 	Kubeconfig string
 	// Bin holds the e2e binaries (hack/e2ebin.sh): kubectl among them.
 	Bin string
+	// Tenant is the tenant cluster every namespace's Clusters run on unless UseTenant
+	// says otherwise: its own API server, controller-manager, scheduler and kwok, where
+	// the Nodes are.
+	Tenant *Tenant
 
-	root string
-	log  func(string, ...any)
-	cp   *testenv.Env
+	root   string
+	assets string
+	log    func(string, ...any)
+	cp     *testenv.Env
 	// cert is Cluster API's webhook certificate (the operator issues its own).
 	cert  *servingCert
 	procs []*localrun.Process
@@ -56,6 +63,11 @@ type Env struct {
 	capiPort    int
 	// inProcessLog receives controller-runtime's log of this process.
 	inProcessLog *os.File
+
+	mu sync.Mutex
+	// tenants are every tenant started, to stop; byNamespace the ones UseTenant assigned.
+	tenants     []*Tenant
+	byNamespace map[string]*Tenant
 }
 
 // Start brings the whole environment up, phase by phase, and stops what it started if a
@@ -89,7 +101,8 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		{"binaries (cached after the first build)", e.binaries},
 		{"etcd and kube-apiserver with the CRDs", e.controlPlane},
 		{"Cluster API manager with its webhooks", e.clusterAPI},
-		{"kube-controller-manager, kube-scheduler and kwok", e.kubeControllers},
+		{"kube-controller-manager", e.kubeControllers},
+		{"the tenant: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok", e.tenant},
 		{"the chart and the operator binary", e.operatorUp},
 		{"the provider simulator", e.simulator},
 	} {
@@ -110,6 +123,12 @@ func (e *Env) Stop() {
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].Stop(10 * time.Second)
 	}
+	e.mu.Lock()
+	tenants := e.tenants
+	e.mu.Unlock()
+	for i := len(tenants) - 1; i >= 0; i-- {
+		tenants[i].Stop()
+	}
 	if e.cp != nil {
 		_ = e.cp.Stop()
 	}
@@ -129,6 +148,7 @@ func (e *Env) binaries(ctx context.Context) error {
 	if err := os.Setenv("KUBEBUILDER_ASSETS", assets); err != nil {
 		return err
 	}
+	e.assets = assets
 	if e.Bin, err = e.script(ctx, "e2ebin.sh"); err != nil {
 		return err
 	}
@@ -268,44 +288,19 @@ func (e *Env) clusterAPI(ctx context.Context) error {
 // readyTimeout bounds each process's wait for readiness.
 const readyTimeout = 2 * time.Minute
 
-// kubeControllers starts kube-controller-manager (garbage collection cascades owner
-// references; node lifecycle taints and untaints Nodes), kube-scheduler, and kwok, which
-// heartbeats the Nodes the simulator creates (only those: they carry its annotation).
-func (e *Env) kubeControllers(ctx context.Context) error {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	kcmPort, err := localrun.FreePort()
+// kubeControllers starts the management cluster's kube-controller-manager, whose garbage
+// collector cascades owner references. (Nodes, and so the scheduler and kwok, are the
+// tenant's.)
+func (e *Env) kubeControllers(context.Context) error {
+	port, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
-	if _, err := e.start("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"),
+	_, err = e.start("kube-controller-manager", filepath.Join(e.assets, "kube-controller-manager"),
 		"--kubeconfig", e.Kubeconfig, "--leader-elect=false",
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
-		"--controllers=*", "--use-service-account-credentials=false",
-		// A Node whose heartbeat stops is marked unknown after this long (default 40s).
-		"--node-monitor-grace-period=20s"); err != nil {
-		return err
-	}
-	schedPort, err := localrun.FreePort()
-	if err != nil {
-		return err
-	}
-	if _, err := e.start("kube-scheduler", filepath.Join(assets, "kube-scheduler"),
-		"--kubeconfig", e.Kubeconfig, "--leader-elect=false",
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort)); err != nil {
-		return err
-	}
-	kwokPort, err := localrun.FreePort()
-	if err != nil {
-		return err
-	}
-	p, err := e.start("kwok", filepath.Join(e.Bin, "kwok"),
-		"--kubeconfig", e.Kubeconfig, "-c", filepath.Join(e.Bin, "kwok-stages.yaml"),
-		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector="+KwokAnnotation+"=fake",
-		"--server-address", fmt.Sprintf("127.0.0.1:%d", kwokPort))
-	if err != nil {
-		return err
-	}
-	return p.WaitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort), readyTimeout)
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--controllers=*", "--use-service-account-credentials=false")
+	return err
 }
 
 // KwokAnnotation marks the Nodes kwok keeps alive; the simulator sets it on the Nodes it

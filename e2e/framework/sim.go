@@ -4,14 +4,30 @@ import (
 	"context"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/e2e/simulator"
 )
 
-// simulator runs the provider simulator in this process, as the control plane's admin,
-// until the control plane stops.
+// simulator runs the provider simulator in this process, as the management cluster's
+// admin, until the control plane stops.
 func (e *Env) simulator(context.Context) error {
 	return e.cp.RunManager(ctrl.Options{HealthProbeBindAddress: "0"}, func(mgr ctrl.Manager) error {
-		return simulator.Add(mgr, simulator.Options{Kubeconfig: e.cp.KubeConfig()})
+		return simulator.Add(mgr, simulator.Options{Tenants: e.simulatedTenant})
 	})
+}
+
+// simulatedTenant is the tenant cluster of a Cluster, as the simulated Kamaji runs it.
+func (e *Env) simulatedTenant(cluster client.ObjectKey) (simulator.Tenant, error) {
+	t := e.TenantFor(cluster.Namespace)
+	if t == nil {
+		return simulator.Tenant{}, errNoTenant(cluster.Namespace)
+	}
+	return t.Simulated(), nil
+}
+
+// Simulated is the tenant as the simulator's Kamaji serves it: its admin kubeconfig and
+// its CA.
+func (t *Tenant) Simulated() simulator.Tenant {
+	return simulator.Tenant{Kubeconfig: t.Kubeconfig, CACert: t.CACert, CAKey: t.CAKey}
 }

@@ -6,21 +6,30 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// cacheLag is how long to wait for an object the simulator itself just wrote to reach
-// the cache, the only case it requeues for.
-const cacheLag = time.Second
+const (
+	// cacheLag is how long to wait for an object the simulator itself just wrote to
+	// reach the cache.
+	cacheLag = time.Second
+	// CAPK's requeue intervals while it waits for the workload cluster's Node, and after
+	// the workload cluster failed to answer (updateNodeProviderID).
+	nodeWait  = 10 * time.Second
+	nodeRetry = 5 * time.Second
+)
 
 // addInfra plays CAPK for KubevirtMachines: once the Machine has bootstrap data, the
-// "VM" is up at once.
+// "VM" is up at once; once its Node has registered, the Node gets the providerID.
 func (s *sim) addInfra(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-kubevirtmachine").
@@ -49,149 +58,53 @@ func (s *sim) reconcileInfra(ctx context.Context, req reconcile.Request) (reconc
 		s.refuse(ctx, m, "BootstrapDataMissing", fmt.Errorf("the bootstrap data Secret %s has no %q key", secret.Name, dataKey))
 		return reconcile.Result{}, nil
 	}
-	if id, _, _ := unstructured.NestedString(vm.Object, "spec", "providerID"); id == "" {
+	providerID, _, _ := unstructured.NestedString(vm.Object, "spec", "providerID")
+	if providerID == "" {
+		providerID = "kubevirt://" + vm.GetName()
 		if err := s.patch(ctx, vm, false, func() error {
-			return unstructured.SetNestedField(vm.Object, "kubevirt://"+vm.GetName(), "spec", "providerID")
+			return unstructured.SetNestedField(vm.Object, providerID, "spec", "providerID")
 		}); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	// CAPK v0.11 is a v1beta1-contract provider: its status has ready, no initialization.
-	return reconcile.Result{}, s.patch(ctx, vm, true, func() error {
+	if err := s.patch(ctx, vm, true, func() error {
 		return unstructured.SetNestedField(vm.Object, true, "status", "ready")
-	})
+	}); err != nil {
+		return reconcile.Result{}, err
+	}
+	return s.updateNodeProviderID(ctx, vm, m.Spec.ClusterName, providerID)
 }
 
-// addCluster plays the cluster level: the KubevirtCluster, the KamajiControlPlane and the
-// <cluster>-kubeconfig Secret.
-func (s *sim) addCluster(mgr ctrl.Manager) error {
-	toCluster := handler.EnqueueRequestsFromMapFunc(s.clustersReferencing)
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("simulator-cluster").
-		For(&clusterv1.Cluster{}).
-		Watches(newObject(KubevirtClusterGVK), toCluster).
-		Watches(newObject(KamajiControlPlaneGVK), toCluster).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if c := o.GetLabels()[clusterv1.ClusterNameLabel]; c != "" && o.GetName() == c+"-kubeconfig" {
-				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: c}}}
-			}
-			return nil
-		})).
-		Complete(reconcile.Func(s.reconcileCluster))
-}
-
-// clustersReferencing maps an infrastructure cluster or a control plane to the Clusters
-// of its namespace that reference it.
-func (s *sim) clustersReferencing(ctx context.Context, obj client.Object) []reconcile.Request {
-	var clusters clusterv1.ClusterList
-	if err := s.List(ctx, &clusters, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
+// updateNodeProviderID is CAPK's: there is no KubeVirt cloud provider to set the Node's
+// providerID, so CAPK patches it onto the workload cluster's Node named after the
+// KubevirtMachine, through the <cluster>-kubeconfig Secret, and records that in
+// status.nodeupdated.
+func (s *sim) updateNodeProviderID(ctx context.Context, vm *unstructured.Unstructured, cluster, providerID string) (reconcile.Result, error) {
+	if updated, _, _ := unstructured.NestedBool(vm.Object, "status", "nodeupdated"); updated {
+		return reconcile.Result{}, nil
 	}
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	var out []reconcile.Request
-	for _, c := range clusters.Items {
-		for _, ref := range []clusterv1.ContractVersionedObjectReference{c.Spec.InfrastructureRef, c.Spec.ControlPlaneRef} {
-			if ref.APIGroup == gvk.Group && ref.Kind == gvk.Kind && ref.Name == obj.GetName() {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
-			}
+	logger := log.FromContext(ctx)
+	workload, err := s.workloadCluster(ctx, vm.GetNamespace(), cluster, agentCAPK)
+	if err != nil || workload == nil {
+		logger.Info("simulated CAPK: waiting for the workload cluster client", "error", fmt.Sprint(err))
+		return reconcile.Result{RequeueAfter: nodeWait}, nil
+	}
+	node, err := workload.CoreV1().Nodes().Get(ctx, vm.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return reconcile.Result{RequeueAfter: nodeWait}, nil
+	case err != nil:
+		logger.Info("simulated CAPK: failed to fetch the workload cluster Node", "node", vm.GetName(), "error", err.Error())
+		return reconcile.Result{RequeueAfter: nodeRetry}, nil
+	case node.Spec.ProviderID != providerID:
+		patch := fmt.Appendf(nil, `{"spec":{"providerID":%q}}`, providerID)
+		if _, err := workload.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			logger.Info("simulated CAPK: failed to patch the workload cluster Node", "node", node.Name, "error", err.Error())
+			return reconcile.Result{RequeueAfter: nodeRetry}, nil
 		}
 	}
-	return out
-}
-
-func (s *sim) reconcileCluster(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	c := &clusterv1.Cluster{}
-	if err := s.Get(ctx, req.NamespacedName, c); err != nil || !c.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	endpoint := map[string]any{"host": s.endpointOf(c).Host, "port": int64(s.endpointOf(c).Port)}
-
-	// The infrastructure cluster (v1beta1 contract): ready, with the endpoint Kamaji
-	// would write into it.
-	if ref := c.Spec.InfrastructureRef; ref.APIGroup == KubevirtClusterGVK.Group && ref.Kind == KubevirtClusterGVK.Kind {
-		kc, err := s.get(ctx, KubevirtClusterGVK, c.Namespace, ref.Name)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if kc != nil && kc.GetDeletionTimestamp().IsZero() {
-			if err := s.setEndpoint(ctx, kc, endpoint); err != nil {
-				return reconcile.Result{}, err
-			}
-			if err := s.patch(ctx, kc, true, func() error { return unstructured.SetNestedField(kc.Object, true, "status", "ready") }); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-	}
-
-	// The control plane (v1beta2 contract): initialized, every replica up to date and
-	// available, at spec.version. It also owns the kubeconfig Secret, as Kamaji does.
-	var owner client.Object = c
-	if ref := c.Spec.ControlPlaneRef; ref.APIGroup == KamajiControlPlaneGVK.Group && ref.Kind == KamajiControlPlaneGVK.Kind {
-		kcp, err := s.get(ctx, KamajiControlPlaneGVK, c.Namespace, ref.Name)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if kcp != nil && kcp.GetDeletionTimestamp().IsZero() {
-			owner = kcp
-			if err := s.setEndpoint(ctx, kcp, endpoint); err != nil {
-				return reconcile.Result{}, err
-			}
-			if err := s.patch(ctx, kcp, true, func() error { return controlPlaneStatus(kcp) }); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-	}
-	return reconcile.Result{}, s.ensureSecret(ctx, owner, c.Name+"-kubeconfig", c.Name, s.kubeconfig)
-}
-
-// setEndpoint fills spec.controlPlaneEndpoint when it is empty.
-func (s *sim) setEndpoint(ctx context.Context, obj *unstructured.Unstructured, endpoint map[string]any) error {
-	if host, _, _ := unstructured.NestedString(obj.Object, "spec", "controlPlaneEndpoint", "host"); host != "" {
-		return nil
-	}
-	return s.patch(ctx, obj, false, func() error {
-		return unstructured.SetNestedMap(obj.Object, endpoint, "spec", "controlPlaneEndpoint")
-	})
-}
-
-// controlPlaneStatus sets the KamajiControlPlane status Cluster API reads: initialized
-// (v1beta2 contract), ready, the version, replica counts that say it is stable, and an
-// Available condition.
-func controlPlaneStatus(kcp *unstructured.Unstructured) error {
-	version, _, _ := unstructured.NestedString(kcp.Object, "spec", "version")
-	replicas, found, _ := unstructured.NestedInt64(kcp.Object, "spec", "replicas")
-	if !found {
-		replicas = 2 // the CRD's default
-	}
-	conditions, _, _ := unstructured.NestedSlice(kcp.Object, "status", "conditions")
-	available := false
-	for _, c := range conditions {
-		if c, _ := c.(map[string]any); c["type"] == "Available" && c["status"] == string(metav1.ConditionTrue) {
-			available = true
-		}
-	}
-	if !available {
-		kept := conditions[:0]
-		for _, c := range conditions {
-			if c, _ := c.(map[string]any); c["type"] != "Available" {
-				kept = append(kept, c)
-			}
-		}
-		conditions = append(kept, map[string]any{
-			"type": "Available", "status": string(metav1.ConditionTrue), "reason": "Available",
-			"message": "simulated: the test API server is the control plane", "observedGeneration": kcp.GetGeneration(),
-			"lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
-		})
-	}
-	return setFields(kcp, map[string]any{
-		"status.ready": true,
-		"status.initialization.controlPlaneInitialized": true,
-		"status.externalManagedControlPlane":            true,
-		"status.version":                                version,
-		"status.replicas":                               replicas,
-		"status.readyReplicas":                          replicas,
-		"status.availableReplicas":                      replicas,
-		"status.upToDateReplicas":                       replicas,
-		"status.conditions":                             conditions,
+	return reconcile.Result{}, s.patch(ctx, vm, true, func() error {
+		return unstructured.SetNestedField(vm.Object, true, "status", "nodeupdated")
 	})
 }

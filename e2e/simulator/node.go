@@ -4,34 +4,44 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 )
 
-// addNodes plays the worker's kubelet: a Node for each Machine whose infrastructure
-// machine is ready, from the Machine's bootstrap data.
+// addNodes plays the worker's kubelet: for each Machine whose infrastructure machine is
+// ready, it joins the tenant with what the bootstrap data gives it and registers a Node.
 func (s *sim) addNodes(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-node").
 		For(&clusterv1.Machine{}).
 		Watches(newObject(KubevirtMachineGVK), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &clusterv1.Machine{})).
+		// A join waits a moment for its certificate; other Machines need not wait behind it.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(reconcile.Func(s.reconcileNode))
 }
 
@@ -66,47 +76,153 @@ func (s *sim) reconcileNode(ctx context.Context, req reconcile.Request) (reconci
 	k, err := readBootstrap(m, vm.GetName(), secret.Data[dataKey])
 	var node *corev1.Node
 	if err == nil {
-		node, err = k.node(providerID, vmCapacity(vm))
+		node, err = k.node(vmCapacity(vm))
 	}
 	if err != nil {
 		s.refuse(ctx, m, "KubeletRefused", err)
 		return reconcile.Result{}, nil
 	}
-	if err := s.register(ctx, node); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			s.refuse(ctx, m, "NodeRefused", err)
-			return reconcile.Result{}, nil
-		}
+	st, err := s.joinState(fresh.GetUID())
+	if err != nil {
 		return reconcile.Result{}, err
 	}
+	credentials, err := s.tlsBootstrap(ctx, st, k)
+	if err != nil {
+		return s.joinFailed(ctx, m, st, err), nil
+	}
+	if credentials == nil {
+		return reconcile.Result{RequeueAfter: certificatePoll}, nil
+	}
+	err = register(ctx, credentials, node, osChanges{labels: k.osLabels, annotations: k.annotations, taints: k.osTaints})
+	switch {
+	case errors.Is(err, errOSRefused):
+		// The Node is registered without what the OS asked for; the OS would keep trying
+		// and failing, the simulator reports it once.
+		s.refuse(ctx, m, "NodeRefused", err)
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
+		s.refuse(ctx, m, "NodeRefused", err)
+		s.joined(fresh.GetUID())
+		return reconcile.Result{}, nil
+	case err != nil:
+		return s.joinFailed(ctx, m, st, err), nil
+	}
+	s.joined(fresh.GetUID())
 	return reconcile.Result{}, s.patch(ctx, vm, false, func() error {
 		vm.SetAnnotations(mergeMaps(vm.GetAnnotations(), map[string]string{AnnotationSimulatedNode: node.Name}))
 		return nil
 	})
 }
 
-// register creates the Node, then writes its initial status through the status
-// subresource, as a kubelet's registration does.
-func (s *sim) register(ctx context.Context, node *corev1.Node) error {
-	status := node.Status
-	if err := s.Create(ctx, node); apierrors.IsAlreadyExists(err) {
-		// An earlier attempt created it; finish its status unless that was done too.
-		if err := s.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
-			return err
-		}
-		if node.Status.NodeInfo.KubeletVersion != "" {
-			return nil
-		}
-	} else if err != nil {
+// joinFailed reports a failed join on the Machine, as a kubelet's log would show it, and
+// retries it with backoff, as a kubelet does. A step that is only waiting (cluster-info
+// not signed yet for a new token) is retried quietly for a while first.
+func (s *sim) joinFailed(ctx context.Context, m *clusterv1.Machine, st *joinState, err error) reconcile.Result {
+	var pending pendingError
+	if errors.As(err, &pending) && time.Since(st.started) < discoveryGrace {
+		return reconcile.Result{RequeueAfter: certificatePoll}
+	}
+	st.failures++
+	log.FromContext(ctx).Info("simulated kubelet: the join failed", "machine", client.ObjectKeyFromObject(m), "error", err.Error())
+	s.events.Eventf(m, nil, corev1.EventTypeWarning, "JoinFailed", "Join", "%v", err)
+	return reconcile.Result{RequeueAfter: min(time.Second<<min(st.failures-1, 5), joinBackoffCap)}
+}
+
+// joinBackoffCap bounds the wait between a kubelet's attempts to join.
+const joinBackoffCap = 30 * time.Second
+
+// register creates the Node as the kubelet, with its own credentials (the Node
+// authorizer and NodeRestriction apply) and its initial status, as a kubelet's
+// registration does (the API server keeps the status of a Node it creates), then has
+// the OS set its labels, taints and annotations on it, as Talos does with the kubelet's
+// identity. A Node an earlier attempt created is taken as it is. An error wrapping
+// errOSRefused is the tenant refusing the OS's step: the Node is registered without
+// what it asked for.
+func register(ctx context.Context, credentials *rest.Config, node *corev1.Node, fromOS osChanges) error {
+	cs, err := kubernetes.NewForConfig(credentials)
+	if err != nil {
 		return err
 	}
-	node.Status = status
-	return s.Status().Update(ctx, node)
+	nodes := cs.CoreV1().Nodes()
+	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = nodes.Get(ctx, node.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	patch, err := fromOS.patch(created)
+	if err != nil || patch == nil {
+		return err
+	}
+	if _, err := nodes.Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			return fmt.Errorf("%w: %w", errOSRefused, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// errOSRefused is the tenant API server refusing what the OS sets on its registered
+// Node.
+var errOSRefused = errors.New("the tenant refuses the node labels, taints or annotations of the machine config")
+
+// osChanges are what the OS sets on the Node once the kubelet has registered it (Talos
+// machine.nodeLabels, nodeTaints and nodeAnnotations).
+type osChanges struct {
+	labels, annotations map[string]string
+	taints              []corev1.Taint
+}
+
+// patch is the merge patch that brings the Node to what the OS wants, nil when it has it.
+func (o osChanges) patch(n *corev1.Node) ([]byte, error) {
+	meta := map[string]any{}
+	if missing := missingEntries(n.Labels, o.labels); missing != nil {
+		meta["labels"] = missing
+	}
+	if missing := missingEntries(n.Annotations, o.annotations); missing != nil {
+		meta["annotations"] = missing
+	}
+	patch := map[string]any{}
+	if len(meta) > 0 {
+		patch["metadata"] = meta
+	}
+	taints := slices.Clone(n.Spec.Taints)
+	for _, t := range o.taints {
+		if !slices.ContainsFunc(taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) && x.Value == t.Value }) {
+			taints = slices.DeleteFunc(taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) })
+			taints = append(taints, t)
+		}
+	}
+	if len(taints) != len(n.Spec.Taints) || !slices.Equal(taints, n.Spec.Taints) {
+		patch["spec"] = map[string]any{"taints": taints}
+	}
+	if len(patch) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(patch)
+}
+
+// missingEntries are the entries of want that have has not, nil when none.
+func missingEntries(has, want map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range want {
+		if got, ok := has[k]; !ok || got != v {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // kubelet is what a worker's bootstrap data tells its OS and kubelet about the Node.
 type kubelet struct {
 	nodeName, version, osImage string
+	// bootstrap (Talos) or discovery (kubeadm) is how the kubelet joins the tenant.
+	bootstrap *joinCredentials
+	discovery *tokenDiscovery
 	// flags are the kubelet's command-line flags, every value as given.
 	flags  map[string][]string
 	config kubeletConfig
@@ -167,8 +283,12 @@ func readTalos(data []byte, vmName string) (*kubelet, error) {
 	if kl.SkipNodeRegistration() {
 		return nil, fmt.Errorf("the Talos kubelet is told not to register a Node")
 	}
+	bootstrap, err := talosJoin(cfg.Cluster())
+	if err != nil {
+		return nil, err
+	}
 	k := &kubelet{
-		nodeName: cmp.Or(mc.Network().Hostname(), vmName), osImage: "Talos (simulated)",
+		nodeName: cmp.Or(mc.Network().Hostname(), vmName), osImage: "Talos (simulated)", bootstrap: bootstrap,
 		flags: map[string][]string{}, osLabels: mc.NodeLabels(), annotations: mc.NodeAnnotations(),
 	}
 	for name, v := range kl.ExtraArgs() {
@@ -193,6 +313,26 @@ func readTalos(data []byte, vmName string) (*kubelet, error) {
 	return k, nil
 }
 
+// talosJoin is what a Talos worker's kubelet joins with: the bootstrap token and the
+// Kubernetes CA of cluster.token and cluster.ca (with cluster.acceptedCAs), and the API
+// server of cluster.controlPlane.endpoint.
+func talosJoin(c talosconfig.ClusterConfig) (*joinCredentials, error) {
+	token := c.Token()
+	switch {
+	case token == nil || token.ID() == "" || token.Secret() == "":
+		return nil, errors.New("Talos: the machine config has no cluster.token")
+	case c.Endpoint() == nil:
+		return nil, errors.New("Talos: the machine config has no cluster.controlPlane.endpoint")
+	case c.IssuingCA() == nil || len(c.IssuingCA().Crt) == 0:
+		return nil, errors.New("Talos: the machine config has no cluster.ca.crt")
+	}
+	ca := slices.Clone(c.IssuingCA().Crt)
+	for _, accepted := range c.AcceptedCAs() {
+		ca = append(ca, accepted.Crt...)
+	}
+	return &joinCredentials{server: c.Endpoint().String(), caPEM: ca, token: token.ID() + "." + token.Secret()}, nil
+}
+
 // kairosCloudConfig is the part of the cloud-config a kubeadm worker reads.
 type kairosCloudConfig struct {
 	Hostname   string      `json:"hostname"`
@@ -207,9 +347,16 @@ type cloudFile struct {
 	Content string `json:"content"`
 }
 
-// kubeadmConfig is the part of the kubeadm configuration that shapes the Node.
+// kubeadmConfig is the part of the kubeadm configuration that joins and shapes the Node.
 type kubeadmConfig struct {
 	JoinConfiguration struct {
+		Discovery struct {
+			BootstrapToken *struct {
+				Token             string   `json:"token"`
+				APIServerEndpoint string   `json:"apiServerEndpoint"`
+				CACertHashes      []string `json:"caCertHashes"`
+			} `json:"bootstrapToken"`
+		} `json:"discovery"`
 		NodeRegistration struct {
 			Name             string `json:"name"`
 			KubeletExtraArgs []struct {
@@ -239,6 +386,9 @@ func readKairos(data []byte, vmName string) (*kubelet, error) {
 	}
 	reg := kc.JoinConfiguration.NodeRegistration
 	k := &kubelet{nodeName: cmp.Or(reg.Name, cc.Hostname, vmName), osImage: "Kairos (simulated)", flags: map[string][]string{}}
+	if bt := kc.JoinConfiguration.Discovery.BootstrapToken; bt != nil {
+		k.discovery = &tokenDiscovery{token: bt.Token, apiServerEndpoint: bt.APIServerEndpoint, caCertHashes: bt.CACertHashes}
+	}
 	if len(reg.Taints) > 0 {
 		k.flags["register-with-taints"] = []string{formatTaints(reg.Taints)}
 	}
@@ -262,8 +412,14 @@ func readKairos(data []byte, vmName string) (*kubelet, error) {
 	return k, nil
 }
 
-// node is the Node the kubelet registers, with its initial status.
-func (k *kubelet) node(providerID string, capacity corev1.ResourceList) (*corev1.Node, error) {
+// userAgent is the kubelet's, as the tenant's audit log and managed fields name it.
+func (k *kubelet) userAgent() string {
+	return "kubelet/" + k.version + " (linux/amd64) simulated"
+}
+
+// node is the Node the kubelet registers, with its initial status. It has no
+// providerID: no cloud provider gives a KubeVirt VM's kubelet one, CAPK patches it.
+func (k *kubelet) node(capacity corev1.ResourceList) (*corev1.Node, error) {
 	labels := map[string]string{}
 	for _, v := range k.flags["node-labels"] {
 		for pair := range strings.SplitSeq(v, ",") {
@@ -280,23 +436,18 @@ func (k *kubelet) node(providerID string, capacity corev1.ResourceList) (*corev1
 			labels[key] = value
 		}
 	}
-	// The kubelet's own labels win over the flag; the OS's come last, through the API.
+	// The kubelet's own labels win over the flag; the OS's come later, through the API
+	// (osChanges).
 	maps.Copy(labels, map[string]string{
 		corev1.LabelHostname: strings.ToLower(k.nodeName), corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 		"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
 	})
-	maps.Copy(labels, k.osLabels)
 
 	taints := k.config.RegisterWithTaints
 	if v := k.flags["register-with-taints"]; len(v) > 0 {
 		var err error
 		if taints, err = parseTaints(v[len(v)-1]); err != nil {
 			return nil, err
-		}
-	}
-	for _, t := range k.osTaints {
-		if !slices.ContainsFunc(taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
-			taints = append(taints, t)
 		}
 	}
 	// Malformed labels and taint effects are left for the API server to refuse.
@@ -311,9 +462,9 @@ func (k *kubelet) node(providerID string, capacity corev1.ResourceList) (*corev1
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: k.nodeName, Labels: labels,
-			Annotations: mergeMaps(k.annotations, map[string]string{AnnotationKwok: "fake"}),
+			Annotations: map[string]string{AnnotationKwok: "fake"},
 		},
-		Spec: corev1.NodeSpec{ProviderID: providerID, Taints: taints},
+		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
 			Capacity: capacity, Allocatable: allocatable,
 			Conditions: []corev1.NodeCondition{{

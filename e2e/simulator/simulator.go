@@ -1,13 +1,13 @@
 package simulator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -42,32 +43,48 @@ const (
 
 	// dataKey is the key of bootstrap data and kubeconfig Secrets (Cluster API contract).
 	dataKey = "value"
+	// kubeconfigSuffix names a Cluster's kubeconfig Secret, caSuffix its CA Secret
+	// (Cluster API contract).
+	kubeconfigSuffix = "-kubeconfig"
+	caSuffix         = "-ca"
 	// eventReporter is the reporting controller of the simulator's events.
 	eventReporter = "nodegroup-e2e-simulator"
 )
 
+// Tenant is a tenant cluster's control plane as the simulated Kamaji serves it.
+type Tenant struct {
+	// Kubeconfig is an admin kubeconfig of the tenant's API server (system:masters). It
+	// becomes the Cluster's <cluster>-kubeconfig, and its server the control-plane
+	// endpoint of a Cluster that has none.
+	Kubeconfig []byte
+	// CACert and CAKey are the tenant's Kubernetes CA (PEM): <cluster>-ca, and the CA
+	// kubelets must trust the API server by.
+	CACert, CAKey []byte
+}
+
 // Options configure the simulator.
 type Options struct {
-	// Kubeconfig is a kubeconfig for the API server the simulator runs against
-	// (required). It is written into every Cluster's <cluster>-kubeconfig Secret, so that
-	// Cluster API's ClusterCache reaches the workload cluster, which is the same API
-	// server; its server address is the control-plane endpoint of a Cluster that has none.
-	Kubeconfig []byte
+	// Tenants is the tenant cluster of each Cluster whose control plane is a
+	// KamajiControlPlane (required). An error leaves the Cluster's control plane
+	// uninitialized, and is retried.
+	Tenants func(cluster client.ObjectKey) (Tenant, error)
 }
 
 // Add registers the simulator's controllers with mgr, whose scheme must hold the
 // client-go and Cluster API v1beta2 kinds. Every simulated kind must be served.
 func Add(mgr ctrl.Manager, opts Options) error {
-	endpoint, err := kubeconfigEndpoint(opts.Kubeconfig)
-	if err != nil {
-		return err
+	if opts.Tenants == nil {
+		return errors.New("simulator: Options.Tenants is required")
 	}
 	for _, gvk := range []schema.GroupVersionKind{TalosConfigGVK, KairosConfigGVK, KubevirtMachineGVK, KubevirtClusterGVK, KamajiControlPlaneGVK} {
 		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			return fmt.Errorf("simulator: %s is not served (install its CRD): %w", gvk, err)
 		}
 	}
-	s := &sim{Client: mgr.GetClient(), live: mgr.GetAPIReader(), events: mgr.GetEventRecorder(eventReporter), kubeconfig: opts.Kubeconfig, endpoint: endpoint}
+	s := &sim{
+		Client: mgr.GetClient(), live: mgr.GetAPIReader(), events: mgr.GetEventRecorder(eventReporter),
+		tenants: opts.Tenants, joins: map[types.UID]*joinState{},
+	}
 	for _, add := range []func(ctrl.Manager) error{
 		func(m ctrl.Manager) error { return s.addBootstrap(m, TalosConfigGVK, s.talosData) },
 		func(m ctrl.Manager) error { return s.addBootstrap(m, KairosConfigGVK, s.kairosData) },
@@ -84,28 +101,29 @@ func Add(mgr ctrl.Manager, opts Options) error {
 type sim struct {
 	client.Client
 	// live reads past the cache, where a stale read would make a Node twice.
-	live       client.Reader
-	events     events.EventRecorder
-	kubeconfig []byte
-	endpoint   clusterv1.APIEndpoint
+	live    client.Reader
+	events  events.EventRecorder
+	tenants func(client.ObjectKey) (Tenant, error)
+	// remotes are the clients to tenant API servers, one per kubeconfig and identity.
+	remotes remotes
+
+	mu sync.Mutex
+	// prepared are the tenant API servers set up for joins, by kubeconfig server.
+	prepared map[string]bool
+	// joins are the kubelets' TLS bootstraps under way, by infrastructure machine: what a
+	// VM's disk would keep across a kubelet's retries.
+	joins map[types.UID]*joinState
 }
 
 // kubeconfigEndpoint is the host and port of the current context's server.
 func kubeconfigEndpoint(kubeconfig []byte) (clusterv1.APIEndpoint, error) {
-	if len(kubeconfig) == 0 {
-		return clusterv1.APIEndpoint{}, errors.New("simulator: Options.Kubeconfig is required")
-	}
-	cfg, err := clientcmd.Load(kubeconfig)
+	server, err := kubeconfigServer(kubeconfig)
 	if err != nil {
-		return clusterv1.APIEndpoint{}, fmt.Errorf("simulator: Options.Kubeconfig: %w", err)
+		return clusterv1.APIEndpoint{}, err
 	}
-	ctx, ok := cfg.Contexts[cfg.CurrentContext]
-	if !ok || cfg.Clusters[ctx.Cluster] == nil {
-		return clusterv1.APIEndpoint{}, errors.New("simulator: Options.Kubeconfig has no current context with a cluster")
-	}
-	u, err := url.Parse(cfg.Clusters[ctx.Cluster].Server)
+	u, err := url.Parse(server)
 	if err != nil {
-		return clusterv1.APIEndpoint{}, fmt.Errorf("simulator: kubeconfig server: %w", err)
+		return clusterv1.APIEndpoint{}, fmt.Errorf("kubeconfig server: %w", err)
 	}
 	port := u.Port()
 	if port == "" {
@@ -113,9 +131,22 @@ func kubeconfigEndpoint(kubeconfig []byte) (clusterv1.APIEndpoint, error) {
 	}
 	p, err := strconv.ParseInt(port, 10, 32)
 	if err != nil || u.Hostname() == "" {
-		return clusterv1.APIEndpoint{}, fmt.Errorf("simulator: kubeconfig server %q has no host and port", u)
+		return clusterv1.APIEndpoint{}, fmt.Errorf("kubeconfig server %q has no host and port", u)
 	}
 	return clusterv1.APIEndpoint{Host: u.Hostname(), Port: int32(p)}, nil
+}
+
+// kubeconfigServer is the server of a kubeconfig's current context.
+func kubeconfigServer(kubeconfig []byte) (string, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	ctx, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok || cfg.Clusters[ctx.Cluster] == nil {
+		return "", errors.New("kubeconfig has no current context with a cluster")
+	}
+	return cfg.Clusters[ctx.Cluster].Server, nil
 }
 
 // get reads a provider object, uncached; nil when it does not exist.
@@ -174,42 +205,39 @@ func setFields(obj *unstructured.Unstructured, fields map[string]any) error {
 	return nil
 }
 
-// ensureSecret creates or corrects a cluster.x-k8s.io/secret holding value under "value",
-// labelled with the cluster name and controlled by owner.
-func (s *sim) ensureSecret(ctx context.Context, owner client.Object, name, cluster string, value []byte) error {
+// ensureSecret creates or corrects a cluster.x-k8s.io/secret holding data, with labels
+// (others it has are kept) and controlled by owner, as a provider's CreateOrUpdate does.
+func (s *sim) ensureSecret(ctx context.Context, owner client.Object, name string, labels map[string]string, data map[string][]byte) error {
 	gvk, err := apiutil.GVKForObject(owner, s.Scheme())
 	if err != nil {
 		return err
 	}
+	ref := metav1.NewControllerRef(owner, gvk)
 	secret := &corev1.Secret{}
 	err = s.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, secret)
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
-				Namespace: owner.GetNamespace(), Name: name,
-				Labels:          map[string]string{clusterv1.ClusterNameLabel: cluster},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)},
+				Namespace: owner.GetNamespace(), Name: name, Labels: labels,
+				OwnerReferences: []metav1.OwnerReference{*ref},
 			},
 			Type: clusterv1.ClusterSecretType,
-			Data: map[string][]byte{dataKey: value},
+			Data: data,
 		}
 		return client.IgnoreAlreadyExists(s.Create(ctx, secret))
-	case err != nil:
+	}
+	if err != nil {
 		return err
-	case bytes.Equal(secret.Data[dataKey], value):
-		return nil
+	}
+	if c := metav1.GetControllerOf(secret); c != nil && c.UID != owner.GetUID() {
+		return fmt.Errorf("the Secret %s is controlled by %s %s, not %s %s", name, c.Kind, c.Name, gvk.Kind, owner.GetName())
 	}
 	return s.patch(ctx, secret, false, func() error {
-		secret.Data = map[string][]byte{dataKey: value}
+		secret.Labels = mergeMaps(secret.Labels, labels)
+		secret.Data = data
+		if metav1.GetControllerOf(secret) == nil {
+			secret.OwnerReferences = append(secret.OwnerReferences, *ref)
+		}
 		return nil
 	})
-}
-
-// endpointOf is the control-plane endpoint of a Cluster: its own, else the kubeconfig's.
-func (s *sim) endpointOf(c *clusterv1.Cluster) clusterv1.APIEndpoint {
-	if c.Spec.ControlPlaneEndpoint.IsValid() {
-		return c.Spec.ControlPlaneEndpoint
-	}
-	return s.endpoint
 }

@@ -116,7 +116,13 @@ func (p *Process) Tail() string {
 // WaitReady waits until url answers 200, for at most timeout; it fails at once, with
 // the end of the log, when the process ends.
 func (p *Process) WaitReady(ctx context.Context, url string, timeout time.Duration) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
+	return p.WaitReadyWith(ctx, &http.Client{}, url, timeout)
+}
+
+// WaitReadyWith is WaitReady asking with hc (one that trusts the process's own CA, say);
+// each request is bounded to 2 s.
+func (p *Process) WaitReadyWith(ctx context.Context, hc *http.Client, url string, timeout time.Duration) error {
+	hc.Timeout = 2 * time.Second
 	deadline := time.Now().Add(timeout)
 	last := "no answer"
 	for {
