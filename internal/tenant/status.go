@@ -1,13 +1,13 @@
 package tenant
 
 import (
+	"context"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
@@ -32,15 +32,12 @@ type State struct {
 type Status struct {
 	mu     sync.Mutex
 	states map[types.NamespacedName]State
-	events chan event.GenericEvent
+	queue  Queue
 }
 
 // NewStatus makes an empty Status.
 func NewStatus() *Status {
-	// Buffered so a burst of changes never blocks the controller that records them;
-	// a change that finds the buffer full is dropped, and the pool's next resync
-	// reports it.
-	return &Status{states: map[types.NamespacedName]State{}, events: make(chan event.GenericEvent, 1024)}
+	return &Status{states: map[types.NamespacedName]State{}}
 }
 
 // Get is the Cluster's last State.
@@ -73,16 +70,55 @@ func (s *Status) Forget(cluster types.NamespacedName) {
 	}
 }
 
-func (s *Status) notify(cluster types.NamespacedName) {
-	obj := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}}
-	select {
-	case s.events <- event.GenericEvent{Object: obj}:
-	default:
-	}
+func (s *Status) notify(cluster types.NamespacedName) { s.queue.Add(cluster) }
+
+// Source queues, each time a Cluster's State changes, what requests maps it to (its
+// pools). Only one controller may use it.
+func (s *Status) Source(requests func(context.Context, types.NamespacedName) []reconcile.Request) source.Source {
+	s.queue.requests = requests
+	return &s.queue
 }
 
-// Source delivers a Cluster each time its State changes, mapped by h (to the cluster's
-// pools). Only one controller may use it.
-func (s *Status) Source(h handler.EventHandler) source.Source {
-	return source.Channel(s.events, h)
+// Queue is a source that queues requests straight into its controller's workqueue,
+// which merges duplicates and never drops one (a channel source drops what finds its
+// buffer full). Until the controller starts, nothing is queued: its first reconciles
+// come from its informers.
+type Queue struct {
+	// requests maps a Cluster to what to reconcile; nil queues the Cluster itself.
+	requests func(context.Context, types.NamespacedName) []reconcile.Request
+	// RateLimited queues through the workqueue's rate limiter, so a cluster whose
+	// tenant keeps changing is not reconciled in a loop.
+	RateLimited bool
+
+	mu sync.Mutex
+	q  workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// Start is the source's start: it records the controller's queue.
+func (q *Queue) Start(_ context.Context, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.q = wq
+	return nil
+}
+
+// Add queues the Cluster's requests.
+func (q *Queue) Add(cluster types.NamespacedName) {
+	q.mu.Lock()
+	wq := q.q
+	q.mu.Unlock()
+	if wq == nil {
+		return
+	}
+	reqs := []reconcile.Request{{NamespacedName: cluster}}
+	if q.requests != nil {
+		reqs = q.requests(context.Background(), cluster)
+	}
+	for _, r := range reqs {
+		if q.RateLimited {
+			wq.AddRateLimited(r)
+		} else {
+			wq.Add(r)
+		}
+	}
 }

@@ -3,16 +3,20 @@
 // per Cluster, opened when a controller first needs it and closed when it no longer
 // does.
 //
-// A connection caches only what the operator keeps in a tenant cluster: the bootstrap
-// token Secrets in kube-system that carry the Cluster's label. Nothing cluster-wide (no
-// Nodes, no other Secrets) is cached, so a connection costs one watch and a handful of
-// small objects, and thousands of tenants fit in the operator's memory.
+// A connection caches only the objects the operator keeps in a tenant cluster, each
+// watched by its name: the bootstrap token Secrets in kube-system that the cluster's
+// identity names (one, two during a rotation). Nothing cluster-wide (no Nodes, no other
+// Secrets, nothing a tenant's admin can multiply) is cached, so a connection costs a
+// watch or two and as many small objects, and thousands of tenants fit in the
+// operator's memory.
 package tenant
 
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +31,6 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -41,9 +44,10 @@ const (
 	// API server (a test's, never a platform's) never touch each other's objects.
 	LabelCluster = "nodegroup.io/cluster-uid"
 
-	// requestTimeout bounds every request to a tenant API server: one that does not
-	// answer must not hold a reconcile (and the pools of other tenants behind it).
-	requestTimeout = 10 * time.Second
+	// RequestTimeout bounds every request to a tenant API server but the watches: one
+	// that does not answer must not hold a reconcile (and other tenants behind it).
+	// Callers bound their requests with a context of that deadline.
+	RequestTimeout = 5 * time.Second
 )
 
 // Connections holds one connection per Cluster.
@@ -64,18 +68,28 @@ type Connections struct {
 type Conn struct {
 	// Client talks to the tenant API server, uncached. Only the core group: a full
 	// clientset builds a client for every API group, which thousands of tenants pay in
-	// memory for nothing.
+	// memory for nothing. Bound its requests with RequestTimeout.
 	Client corev1client.CoreV1Interface
 
 	uid        types.UID
 	kubeconfig string // the resourceVersion of the kubeconfig Secret it was made from
+	ctx        context.Context
 	stop       context.CancelFunc
+	changed    func()
+	// watcher is Client without a request timeout, for watches, which last minutes.
+	watcher corev1client.CoreV1Interface
 
 	mu      sync.Mutex
-	synced  bool
-	tokens  map[string]*corev1.Secret
+	watched map[string]*follower
 	watchOK bool
 	lastErr error
+}
+
+// follower follows one Secret by name.
+type follower struct {
+	stop   context.CancelFunc
+	synced bool
+	obj    *corev1.Secret // nil when it does not exist
 }
 
 // Get returns the connection to the Cluster's tenant, opening it (or opening it again,
@@ -132,75 +146,142 @@ func (c *Connections) open(cluster types.NamespacedName, uid types.UID, secret *
 	if len(data) == 0 {
 		return nil, fmt.Errorf("the Secret %s/%s has no %q key", secret.Namespace, secret.Name, KubeconfigKey)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	cfg, err := restConfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("the kubeconfig in %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
-	cfg.Timeout = requestTimeout
 	cfg.UserAgent = c.UserAgent
 	cfg.QPS, cfg.Burst = 5, 10
-	return c.connect(cluster, uid, secret.ResourceVersion, cfg)
-}
-
-func (c *Connections) connect(cluster types.NamespacedName, uid types.UID, version string, cfg *rest.Config) (*Conn, error) {
 	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	conn := &Conn{Client: core, uid: uid, kubeconfig: version}
 	ctx, stop := context.WithCancel(context.Background())
-	conn.stop = stop
-	go conn.follow(ctx, func() {
-		if c.Changed != nil {
+	conn := &Conn{Client: core, watcher: core, uid: uid, kubeconfig: secret.ResourceVersion, ctx: ctx, stop: stop,
+		watched: map[string]*follower{}, watchOK: true}
+	conn.changed = func() {
+		if ctx.Err() == nil && c.Changed != nil {
 			c.Changed(cluster)
 		}
-	})
+	}
 	return conn, nil
 }
 
-// HasSynced tells whether the connection's cache has been filled once.
+// restConfig reads a kubeconfig as Cluster API's does, but only what it holds inline:
+// its server, CA, client certificate and key, or token. Anything that would make the
+// operator run a command (exec, auth providers), read one of its own files (token,
+// certificate or CA paths: its ServiceAccount token among them), go through a proxy or
+// impersonate is refused: whoever can write a Cluster's kubeconfig Secret must not get
+// the operator's own credentials or a shell in its Pod.
+func restConfig(data []byte) (*rest.Config, error) {
+	kc, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, err
+	}
+	ctxName := kc.CurrentContext
+	kctx := kc.Contexts[ctxName]
+	if kctx == nil {
+		return nil, fmt.Errorf("no current context")
+	}
+	cluster, user := kc.Clusters[kctx.Cluster], kc.AuthInfos[kctx.AuthInfo]
+	if cluster == nil || user == nil {
+		return nil, fmt.Errorf("context %q names no cluster or no user", ctxName)
+	}
+	var refused []string
+	for what, set := range map[string]bool{
+		"certificate-authority (a file)": cluster.CertificateAuthority != "",
+		"proxy-url":                      cluster.ProxyURL != "",
+		"exec":                           user.Exec != nil,
+		"auth-provider":                  user.AuthProvider != nil,
+		"tokenFile":                      user.TokenFile != "",
+		"client-certificate (a file)":    user.ClientCertificate != "",
+		"client-key (a file)":            user.ClientKey != "",
+		"as (impersonation)":             user.Impersonate != "" || user.ImpersonateUID != "" || len(user.ImpersonateGroups) > 0 || len(user.ImpersonateUserExtra) > 0,
+		"username and password":          user.Username != "" || user.Password != "",
+	} {
+		if set {
+			refused = append(refused, what)
+		}
+	}
+	if len(refused) > 0 {
+		slices.Sort(refused)
+		return nil, fmt.Errorf("it uses %s: only a server, a CA, a client certificate and key and a token given inline are accepted", strings.Join(refused, ", "))
+	}
+	return &rest.Config{
+		Host: cluster.Server,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData: cluster.CertificateAuthorityData, CertData: user.ClientCertificateData, KeyData: user.ClientKeyData,
+			ServerName: cluster.TLSServerName, Insecure: cluster.InsecureSkipTLSVerify,
+		},
+		BearerToken: user.Token,
+	}, nil
+}
+
+// Follow makes the connection watch exactly the token Secrets of these names in the
+// tenant's kube-system, starting and stopping watches as the set changes.
+func (c *Conn) Follow(names ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+		if c.watched[n] == nil {
+			ctx, stop := context.WithCancel(c.ctx)
+			f := &follower{stop: stop}
+			c.watched[n] = f
+			go c.follow(ctx, n, f)
+		}
+	}
+	for n, f := range c.watched {
+		if !want[n] {
+			f.stop()
+			delete(c.watched, n)
+		}
+	}
+}
+
+// HasSynced tells whether every followed Secret has been read once.
 func (c *Conn) HasSynced() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.synced
+	for _, f := range c.watched {
+		if !f.synced {
+			return false
+		}
+	}
+	return true
 }
 
-// Token is the cached bootstrap token Secret of that name, nil when there is none.
+// Token is the cached Secret of that name, nil when it does not exist or is not
+// followed.
 func (c *Conn) Token(name string) *corev1.Secret {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tokens[name]
+	if f := c.watched[name]; f != nil {
+		return f.obj
+	}
+	return nil
 }
 
-// Tokens are the cached bootstrap token Secrets of the Cluster.
-func (c *Conn) Tokens() []*corev1.Secret {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*corev1.Secret, 0, len(c.tokens))
-	for _, s := range c.tokens {
-		out = append(out, s)
+// follow reads the Secret name, then watches it from the version read, again and again
+// until ctx ends: after a watch ends it watches on from the last version seen, and
+// reads again when that version is gone. A failure, and a watch that ends at once
+// without an event (what a tenant that resets connections gives), is reported and
+// waited out with a backoff that grows to 30 s. Each change and each failure is told
+// to changed.
+func (c *Conn) follow(ctx context.Context, name string, f *follower) {
+	secrets := c.watcher.Secrets(metav1.NamespaceSystem)
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 30 * time.Second}
 	}
-	return out
-}
-
-// follow lists the Cluster's token Secrets, then watches them from the list's version,
-// again and again until ctx ends: after a watch ends it watches on from the last version
-// seen, and lists again when that version is gone. A failure waits a backoff that grows
-// to 30 s. Each change, and each failure, is told to changed.
-//
-// This is a reflector without an informer: a tenant's cache is a handful of Secrets
-// behind one watch, and an informer's queues and buffers, per tenant, would be most
-// of what thousands of tenants cost.
-func (c *Conn) follow(ctx context.Context, changed func()) {
-	opts := metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{LabelCluster: string(c.uid)}).String(),
-		FieldSelector: fields.OneTermEqualSelector("type", string(bootstrapapi.SecretTypeBootstrapToken)).String(),
-	}
-	secrets := c.Client.Secrets(metav1.NamespaceSystem)
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 30 * time.Second}
+	backoff := newBackoff()
 	fail := func(err error) {
+		if ctx.Err() != nil {
+			return
+		}
 		c.failed(err)
-		changed()
+		c.changed()
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff.Step()):
@@ -209,74 +290,102 @@ func (c *Conn) follow(ctx context.Context, changed func()) {
 	version := ""
 	for ctx.Err() == nil {
 		if version == "" {
-			list, err := secrets.List(ctx, opts)
+			reqCtx, cancel := context.WithTimeout(ctx, RequestTimeout)
+			list, err := secrets.List(reqCtx, metav1.ListOptions{FieldSelector: selector})
+			cancel()
 			if err != nil {
 				fail(err)
 				continue
 			}
-			c.replace(list.Items)
+			var obj *corev1.Secret
+			if len(list.Items) == 1 {
+				obj = &list.Items[0]
+			}
+			c.store(f, obj, true)
 			version = list.ResourceVersion
-			changed()
 		}
-		w, err := secrets.Watch(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector,
-			ResourceVersion: version, AllowWatchBookmarks: true})
+		// The server ends a watch after its timeout, randomized as client-go's
+		// reflector does, so the watches of thousands of tenants do not renew together.
+		timeout := int64(300 + rand.IntN(300))
+		started := time.Now()
+		w, err := secrets.Watch(ctx, metav1.ListOptions{FieldSelector: selector, ResourceVersion: version,
+			AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			version = ""
+			continue
+		}
 		if err != nil {
 			fail(err)
 			continue
 		}
-		backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 30 * time.Second}
-		version = c.drain(w, version, changed)
+		var events int
+		version, events = c.drain(w, f, version)
+		switch {
+		case version == "":
+			// Gone: read again at once.
+		case events == 0 && time.Since(started) < 10*time.Second:
+			fail(fmt.Errorf("the watch of the Secret %s ended at once", name))
+		default:
+			backoff = newBackoff()
+		}
 	}
 }
 
-// drain applies a watch's events to the cache until it ends, and returns the version
-// to watch on from: empty when the watch said the version is gone.
-func (c *Conn) drain(w watch.Interface, version string, changed func()) string {
+// drain applies a watch's events until it ends, and returns the version to watch on
+// from (empty when the watch said the version is gone) and how many events it gave.
+func (c *Conn) drain(w watch.Interface, f *follower, version string) (string, int) {
 	defer w.Stop()
+	events := 0
 	for ev := range w.ResultChan() {
+		events++
 		switch ev.Type {
 		case watch.Error:
-			if status, ok := ev.Object.(*metav1.Status); ok && status.Code == http.StatusGone {
-				return ""
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return "", events
 			}
-			c.failed(apierrors.FromObject(ev.Object))
-			changed()
-			return version
+			c.failed(err)
+			c.changed()
+			return version, 0 // counts as a watch that ended at once: backed off
 		case watch.Bookmark, watch.Added, watch.Modified, watch.Deleted:
 			s, ok := ev.Object.(*corev1.Secret)
 			if !ok {
 				continue
 			}
 			version = s.ResourceVersion
-			if ev.Type == watch.Bookmark {
-				continue
+			switch ev.Type {
+			case watch.Bookmark:
+				c.recovered()
+			case watch.Deleted:
+				c.store(f, nil, false)
+			default:
+				c.store(f, s, false)
 			}
-			c.set(s, ev.Type == watch.Deleted)
-			changed()
 		}
 	}
-	return version
+	return version, events
 }
 
-func (c *Conn) replace(items []corev1.Secret) {
+// store records what a follower read and tells changed.
+func (c *Conn) store(f *follower, obj *corev1.Secret, listed bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tokens = make(map[string]*corev1.Secret, len(items))
-	for i := range items {
-		c.tokens[items[i].Name] = &items[i]
-	}
-	c.synced, c.watchOK, c.lastErr = true, true, nil
-}
-
-func (c *Conn) set(s *corev1.Secret, deleted bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if deleted {
-		delete(c.tokens, s.Name)
-	} else {
-		c.tokens[s.Name] = s
+	f.obj = obj
+	if listed {
+		f.synced = true
 	}
 	c.watchOK, c.lastErr = true, nil
+	c.mu.Unlock()
+	c.changed()
+}
+
+// Wrote records a Secret the controller just wrote (nil: deleted), so the next
+// reconcile, which may come before the watch's event, does not write it again.
+func (c *Conn) Wrote(name string, obj *corev1.Secret) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.watched[name]; f != nil {
+		f.obj = obj
+	}
 }
 
 // Err is the last error of the connection's watch, nil while it is healthy.
@@ -301,9 +410,11 @@ func (c *Conn) recovered() {
 	c.watchOK, c.lastErr = true, nil
 }
 
-// Probe asks the tenant API server for one object, to tell whether it answers now: the
-// cache's watch reports a failure only when it next reconnects.
+// Probe asks the tenant API server for at most one object, to tell whether it answers
+// now: a watch reports a failure only when it next reconnects.
 func (c *Conn) Probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
 	_, err := c.Client.Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{LabelCluster: string(c.uid)}).String(), Limit: 1,
 	})

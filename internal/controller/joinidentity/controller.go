@@ -15,6 +15,7 @@ package joinidentity
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,7 @@ const (
 	ReasonRotating         = "Rotating"
 	ReasonWaitingForCA     = "WaitingForClusterCA"
 	ReasonInvalidIdentity  = "InvalidIdentity"
+	ReasonTokenConflict    = "TokenConflict"
 	ReasonReachable        = "Reachable"
 	ReasonUnreachable      = "Unreachable"
 )
@@ -127,24 +129,24 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster) (ctrl.Resul
 		return result, err
 	}
 
-	conn, err := r.Conns.Get(ctx, key, c.UID)
-	if err == nil && (!conn.HasSynced() || conn.Err() != nil) {
-		// The cache is not filled yet or its watch broke: ask the API server whether it
-		// answers now, rather than trust what the cache holds.
-		err = conn.Probe(ctx)
-	}
+	conn, err := r.connect(ctx, c, id.names()...)
 	if err != nil {
 		st.Reachable, st.ReachableReason, st.ReachableMessage = metav1.ConditionFalse, ReasonUnreachable,
 			fmt.Sprintf("the tenant cluster's API server (through Secret %s%s) does not answer: %v", c.Name, tenant.KubeconfigSuffix, err)
 		r.Status.Set(key, st)
 		return ctrl.Result{}, err // retried with backoff; other clusters are not held
 	}
-	if !conn.HasSynced() {
-		// Its first fill ends with an event that brings the cluster back.
+	if conn == nil {
+		// Its first read ends with an event that brings the cluster back.
 		r.Status.Set(key, st)
 		return ctrl.Result{}, nil
 	}
-	if err := r.syncTokens(ctx, c, conn, id.tokens()); err != nil {
+	if err := r.syncTokens(ctx, c, conn, id.tokens(), nil); err != nil {
+		if conflict, ok := err.(errTokenConflict); ok {
+			st.Identity, st.IdentityReason, st.IdentityMessage = metav1.ConditionFalse, ReasonTokenConflict, conflict.Error()
+			r.Status.Set(key, st)
+			return ctrl.Result{}, nil // a change in the tenant (watched) or to the identity brings it back
+		}
 		st.Reachable, st.ReachableReason, st.ReachableMessage = metav1.ConditionFalse, ReasonUnreachable,
 			fmt.Sprintf("keeping the bootstrap token in the tenant cluster: %v", err)
 		r.Status.Set(key, st)
@@ -152,6 +154,14 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster) (ctrl.Resul
 	}
 	st.Reachable, st.ReachableReason, st.ReachableMessage = metav1.ConditionTrue, ReasonReachable,
 		fmt.Sprintf("the tenant cluster's kube-system holds the bootstrap token %s", tokenID(id.current))
+	if id.next != "" {
+		// The tenant accepts the new token: now the templates may carry it.
+		if err := r.promote(ctx, c, id); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.Status.Set(key, st)
+		return ctrl.Result{}, nil // the Secret's update brings the cluster back
+	}
 	if id.previous == "" {
 		r.Status.Set(key, st)
 		return result, nil
@@ -171,6 +181,27 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster) (ctrl.Resul
 	r.Status.Set(key, st)
 	// The Secret's update brings the cluster back with the rotation done.
 	return ctrl.Result{}, nil
+}
+
+// connect opens (or reuses) the connection to the Cluster's tenant, following the
+// token Secrets of these names. It returns nil, without an error, while their first
+// read is under way. A connection whose watch failed is asked whether the tenant
+// answers now, rather than trusted.
+func (r *Reconciler) connect(ctx context.Context, c *clusterv1.Cluster, names ...string) (*tenant.Conn, error) {
+	conn, err := r.Conns.Get(ctx, client.ObjectKeyFromObject(c), c.UID)
+	if err != nil {
+		return nil, err
+	}
+	conn.Follow(names...)
+	if conn.Err() != nil || !conn.HasSynced() {
+		if err := conn.Probe(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !conn.HasSynced() {
+		return nil, nil
+	}
+	return conn, nil
 }
 
 // forget drops what this process holds for a Cluster that is gone or no longer
@@ -201,15 +232,17 @@ func (r *Reconciler) retire(ctx context.Context, c *clusterv1.Cluster) error {
 	if err != nil {
 		return err
 	}
-	conn, err := r.Conns.Get(ctx, key, c.UID)
-	if err != nil {
-		return err
+	names := []string{}
+	for _, k := range []string{resolve.TalosKeyBootstrapToken, resolve.TalosKeyPreviousBootstrapToken, TalosKeyNextBootstrapToken} {
+		if t := string(secret.Data[k]); bootstraputil.IsValidBootstrapToken(t) {
+			names = append(names, bootstraputil.BootstrapTokenSecretName(tokenID(t)))
+		}
 	}
-	if !conn.HasSynced() {
-		// Its first fill ends with an event that brings the cluster back.
-		return conn.Probe(ctx)
+	conn, err := r.connect(ctx, c, names...)
+	if conn == nil || err != nil {
+		return err // a first read brings it back
 	}
-	if err := r.syncTokens(ctx, c, conn, nil); err != nil {
+	if err := r.syncTokens(ctx, c, conn, nil, names); err != nil {
 		return err
 	}
 	r.Conns.Close(key)
@@ -303,51 +336,89 @@ func TokenSecret(c *clusterv1.Cluster, token string) *corev1.Secret {
 	}
 }
 
-// syncTokens makes the tenant hold exactly the Secrets of tokens among the cluster's
-// bootstrap token Secrets (those with its label), creating, correcting and deleting
-// from the connection's cache: an unchanged tenant gets no request.
-func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn *tenant.Conn, tokens []string) error {
+// errTokenConflict is a token Secret of the identity's name in the tenant that the
+// operator did not make and that does not authenticate as the identity says.
+type errTokenConflict struct{ name string }
+
+func (e errTokenConflict) Error() string {
+	return fmt.Sprintf("the tenant's kube-system/%s was not made by the operator and does not authenticate the identity's token: "+
+		"delete it in the tenant cluster, or rotate the token (a platform's own identity: give it another token)", e.name)
+}
+
+// syncTokens makes the tenant hold a Secret for each of tokens, and none of the Secrets
+// of gone (token Secret names) that the operator made, working from the connection's
+// cache: an unchanged tenant gets no request. A Secret of a token's name that the
+// operator did not make is never changed or deleted: used as is when it authenticates
+// the token, else reported (errTokenConflict).
+func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn *tenant.Conn, tokens, gone []string) error {
+	ctx, cancel := context.WithTimeout(ctx, tenant.RequestTimeout)
+	defer cancel()
 	secrets := conn.Client.Secrets(metav1.NamespaceSystem)
-	want := map[string]bool{}
 	for _, t := range tokens {
 		d := TokenSecret(c, t)
-		want[d.Name] = true
 		cur := conn.Token(d.Name)
 		var err error
 		switch {
 		case cur == nil:
-			_, err = secrets.Create(ctx, d, metav1.CreateOptions{FieldManager: render.ManagedByValue})
-			if apierrors.IsAlreadyExists(err) {
-				// A Secret of that name without the cluster's label: the token the identity
-				// names, made by someone else. It is taken over, so it is kept in step.
-				var live *corev1.Secret
-				if live, err = secrets.Get(ctx, d.Name, metav1.GetOptions{}); err == nil {
-					d.ResourceVersion = live.ResourceVersion
-					_, err = secrets.Update(ctx, d, metav1.UpdateOptions{FieldManager: render.ManagedByValue})
-				}
+			var made *corev1.Secret
+			made, err = secrets.Create(ctx, d, metav1.CreateOptions{FieldManager: render.ManagedByValue})
+			if err == nil {
+				conn.Wrote(d.Name, made)
+			} else if apierrors.IsAlreadyExists(err) {
+				err = nil // the watch brings it, and the next reconcile looks at it
+			}
+		case !ours(c, cur):
+			if !authenticates(cur, d) {
+				return errTokenConflict{name: d.Name}
 			}
 		case !tokenCurrent(cur, d):
 			next := cur.DeepCopy()
 			next.Type, next.Data = d.Type, d.Data
-			for k, v := range d.Labels {
-				next.Labels[k] = v
+			var made *corev1.Secret
+			if made, err = secrets.Update(ctx, next, metav1.UpdateOptions{FieldManager: render.ManagedByValue}); err == nil {
+				conn.Wrote(d.Name, made)
 			}
-			_, err = secrets.Update(ctx, next, metav1.UpdateOptions{FieldManager: render.ManagedByValue})
 		}
 		if err != nil {
 			return fmt.Errorf("bootstrap token Secret %s: %w", d.Name, err)
 		}
 	}
-	for _, s := range conn.Tokens() {
-		if want[s.Name] {
+	for _, name := range gone {
+		cur := conn.Token(name)
+		if cur == nil || !ours(c, cur) {
 			continue
 		}
-		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting the bootstrap token Secret %s: %w", s.Name, err)
+		if err := secrets.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the bootstrap token Secret %s: %w", name, err)
 		}
-		log.FromContext(ctx).Info("removed a bootstrap token from the tenant cluster", "secret", s.Name)
+		conn.Wrote(name, nil)
+		log.FromContext(ctx).Info("removed a bootstrap token from the tenant cluster", "secret", name)
 	}
 	return nil
+}
+
+// ours tells whether the operator made a tenant Secret, for this Cluster.
+func ours(c *clusterv1.Cluster, s *corev1.Secret) bool {
+	return s.Labels[tenant.LabelCluster] == string(c.UID) && s.Labels[render.LabelManagedBy] == render.ManagedByValue
+}
+
+// authenticates tells whether a token Secret someone else made lets a node join with
+// d's token, as the API server's bootstrap authenticator and the join RBAC see it.
+func authenticates(cur, d *corev1.Secret) bool {
+	if cur.Type != bootstrapapi.SecretTypeBootstrapToken || string(cur.Data[bootstrapapi.BootstrapTokenUsageAuthentication]) != "true" {
+		return false
+	}
+	for _, k := range []string{bootstrapapi.BootstrapTokenIDKey, bootstrapapi.BootstrapTokenSecretKey} {
+		if string(cur.Data[k]) != string(d.Data[k]) {
+			return false
+		}
+	}
+	if exp := string(cur.Data[bootstrapapi.BootstrapTokenExpirationKey]); exp != "" {
+		if t, err := time.Parse(time.RFC3339, exp); err != nil || !t.After(time.Now()) {
+			return false
+		}
+	}
+	return slices.Contains(strings.Split(string(cur.Data[bootstrapapi.BootstrapTokenExtraGroupsKey]), ","), ExtraGroups)
 }
 
 // tokenCurrent tells whether the tenant's token Secret cur authenticates as d says.

@@ -53,20 +53,37 @@ func mint(clusterCA []byte, now time.Time) (map[string][]byte, error) {
 // second of CPU per cluster (BenchmarkMint), ECDSA for 1.6.
 var bundleContract = talosconfig.TalosVersion1_6
 
+// TalosKeyNextBootstrapToken, in <cluster>-talos, is a rotation's new token before the
+// templates carry it: it is made valid in the tenant first, then promoted.
+const TalosKeyNextBootstrapToken = "next-bootstrap-token"
+
 // joinIdentity is what the controller needs of <cluster>-talos.
 type joinIdentity struct {
 	secret *corev1.Secret
-	// current is the token the cluster's templates carry; previous, during a rotation,
-	// the one they carried before.
-	current, previous string
+	// current is the token the cluster's templates carry; during a rotation next is the
+	// one they are to carry (valid in the tenant before it is promoted to current), and
+	// previous the one they carried before (valid until every pool rolled).
+	current, next, previous string
 }
 
 // tokens are the tokens the tenant must accept.
 func (id *joinIdentity) tokens() []string {
-	if id.previous != "" {
-		return []string{id.current, id.previous}
+	out := []string{id.current}
+	for _, t := range []string{id.next, id.previous} {
+		if t != "" {
+			out = append(out, t)
+		}
 	}
-	return []string{id.current}
+	return out
+}
+
+// names are the tenant Secret names of tokens().
+func (id *joinIdentity) names() []string {
+	var out []string
+	for _, t := range id.tokens() {
+		out = append(out, bootstraputil.BootstrapTokenSecretName(tokenID(t)))
+	}
+	return out
 }
 
 // identity reads <cluster>-talos, making it when it is missing and rotating its token
@@ -87,6 +104,7 @@ func (r *Reconciler) identity(ctx context.Context, c *clusterv1.Cluster, st *ten
 	id := &joinIdentity{secret: secret, current: string(secret.Data[resolve.TalosKeyBootstrapToken])}
 	if ours {
 		id.previous = string(secret.Data[resolve.TalosKeyPreviousBootstrapToken])
+		id.next = string(secret.Data[TalosKeyNextBootstrapToken])
 	}
 	if !bootstraputil.IsValidBootstrapToken(id.current) {
 		st.Identity, st.IdentityReason = metav1.ConditionFalse, ReasonInvalidIdentity
@@ -94,8 +112,11 @@ func (r *Reconciler) identity(ctx context.Context, c *clusterv1.Cluster, st *ten
 			name, resolve.TalosKeyBootstrapToken)
 		return nil, ctrl.Result{}, nil // the Secret's change brings the cluster back
 	}
-	if id.previous != "" && !bootstraputil.IsValidBootstrapToken(id.previous) {
+	if !bootstraputil.IsValidBootstrapToken(id.previous) {
 		id.previous = ""
+	}
+	if !bootstraputil.IsValidBootstrapToken(id.next) {
+		id.next = ""
 	}
 	asked := c.Annotations[AnnotationRotate]
 	switch {
@@ -105,11 +126,14 @@ func (r *Reconciler) identity(ctx context.Context, c *clusterv1.Cluster, st *ten
 		if asked != "" {
 			st.IdentityMessage += fmt.Sprintf("; the rotation the Cluster asks for (%s) is not done: rotate the platform's Secret instead", AnnotationRotate)
 		}
-	case asked != "" && asked != secret.Annotations[annotationRotated] && id.previous == "":
+	case asked != "" && asked != secret.Annotations[annotationRotated] && id.previous == "" && id.next == "":
 		if err := r.rotate(ctx, c, id, asked); err != nil {
 			return nil, ctrl.Result{}, err
 		}
 		fallthrough
+	case id.next != "":
+		st.Identity, st.IdentityReason = metav1.ConditionTrue, ReasonRotating
+		st.IdentityMessage = fmt.Sprintf("bootstrap token %s is to replace %s once the tenant cluster accepts it", tokenID(id.next), tokenID(id.current))
 	case id.previous != "":
 		st.Identity, st.IdentityReason = metav1.ConditionTrue, ReasonRotating
 		st.IdentityMessage = fmt.Sprintf("bootstrap token %s replaces %s; %s stays valid until every Talos pool of the cluster has rolled",
@@ -186,8 +210,8 @@ func IdentitySecret(c *clusterv1.Cluster, clusterCA []byte, now time.Time) (*cor
 	}, nil
 }
 
-// rotate gives the identity a new bootstrap token, keeping the old one as the previous,
-// and takes the tenant CA <cluster>-ca holds now.
+// rotate starts a rotation: a new bootstrap token, kept as the next one (the templates
+// do not carry it yet), and the tenant CA <cluster>-ca holds now.
 func (r *Reconciler) rotate(ctx context.Context, c *clusterv1.Cluster, id *joinIdentity, asked string) error {
 	token, err := bootstraputil.GenerateBootstrapToken()
 	if err != nil {
@@ -199,8 +223,7 @@ func (r *Reconciler) rotate(ctx context.Context, c *clusterv1.Cluster, id *joinI
 	} else if ca != nil {
 		s.Data[resolve.TalosKeyClusterCACert] = ca
 	}
-	s.Data[resolve.TalosKeyPreviousBootstrapToken] = []byte(id.current)
-	s.Data[resolve.TalosKeyBootstrapToken] = []byte(token)
+	s.Data[TalosKeyNextBootstrapToken] = []byte(token)
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
@@ -210,15 +233,31 @@ func (r *Reconciler) rotate(ctx context.Context, c *clusterv1.Cluster, id *joinI
 	if err := r.Client.Update(ctx, s); err != nil {
 		return fmt.Errorf("rotating the bootstrap token in %s: %w", s.Name, err)
 	}
-	r.event(c, corev1.EventTypeNormal, "BootstrapTokenRotated", "bootstrap token %s replaces %s in %s; every Talos pool of the cluster rolls",
-		tokenID(token), tokenID(id.current), s.Name)
-	id.previous, id.current = id.current, token
+	id.next = token
 	return nil
 }
 
-// finishRotation removes the previous token from the tenant, then from the Secret.
+// promote makes the next token the current one, once the tenant accepts it: the
+// templates carry it from now on and every Talos pool rolls; the old one stays valid
+// as the previous.
+func (r *Reconciler) promote(ctx context.Context, c *clusterv1.Cluster, id *joinIdentity) error {
+	s := id.secret
+	s.Data[resolve.TalosKeyPreviousBootstrapToken] = []byte(id.current)
+	s.Data[resolve.TalosKeyBootstrapToken] = []byte(id.next)
+	delete(s.Data, TalosKeyNextBootstrapToken)
+	if err := r.Client.Update(ctx, s); err != nil {
+		return fmt.Errorf("rotating the bootstrap token in %s: %w", s.Name, err)
+	}
+	r.event(c, corev1.EventTypeNormal, "BootstrapTokenRotated", "bootstrap token %s replaces %s in %s; every Talos pool of the cluster rolls",
+		tokenID(id.next), tokenID(id.current), s.Name)
+	return nil
+}
+
+// finishRotation removes the previous token from the tenant, then from the Secret. (A
+// conflict on the Secret's update makes the token valid again for a moment, until the
+// next reconcile ends the rotation again.)
 func (r *Reconciler) finishRotation(ctx context.Context, c *clusterv1.Cluster, conn *tenant.Conn, id *joinIdentity) error {
-	if err := r.syncTokens(ctx, c, conn, []string{id.current}); err != nil {
+	if err := r.syncTokens(ctx, c, conn, []string{id.current}, []string{bootstraputil.BootstrapTokenSecretName(tokenID(id.previous))}); err != nil {
 		return err
 	}
 	s := id.secret

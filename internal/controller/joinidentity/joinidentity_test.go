@@ -460,7 +460,7 @@ func talosTemplate(ns, name, token string) *unstructured.Unstructured {
 
 func machineSet(ns, name, template string, replicas int32) *clusterv1.MachineSet {
 	return &clusterv1.MachineSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster, "nodegroup.io/pool": "a"}},
 		Spec: clusterv1.MachineSetSpec{
 			ClusterName: cluster, Replicas: ptr(replicas),
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},

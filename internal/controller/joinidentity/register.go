@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -26,16 +24,16 @@ import (
 )
 
 // retries backs a failing cluster off from a second up to a minute, so an unreachable
-// tenant is never asked in a loop (its watch, which client-go backs off up to 30 s,
-// may bring it back in between), and one that comes back is noticed within a minute
-// even if its watch brings no event.
+// tenant is never asked in a loop (its watches, which back off up to 30 s, may bring
+// it back in between), and one that comes back is noticed within a minute even if its
+// watches bring no event.
 func retries() workqueue.TypedRateLimiter[reconcile.Request] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, time.Minute)
 }
 
 // concurrency is how many Clusters are reconciled at once: a tenant API server that
 // does not answer holds one worker for at most the request timeout, never all.
-const concurrency = 4
+const concurrency = 8
 
 // Register adds the controller to a manager. Status must be set; it is what the pool
 // controller reports.
@@ -43,16 +41,14 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
 	}
-	changes := make(chan event.GenericEvent, 1024)
+	// What changes in a tenant (a watched token Secret, a failed watch) queues its
+	// Cluster through the rate limiter: a tenant that keeps changing the token is
+	// answered at most about once a second, and never in a loop.
+	changes := &tenant.Queue{RateLimited: true}
 	if r.Conns == nil {
 		r.Conns = &tenant.Connections{Secrets: r.APIReader, UserAgent: "nodegroup-operator"}
 	}
-	r.Conns.Changed = func(key types.NamespacedName) {
-		select {
-		case changes <- event.GenericEvent{Object: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
-		default: // a burst: the cluster is queued already
-		}
-	}
+	r.Conns.Changed = changes.Add
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("joinidentity").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
@@ -61,7 +57,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		// <cluster>-ca, <cluster>-kubeconfig and <cluster>-talos; metadata is enough.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clusterOfSecret),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(changes).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: retries()}).
 		Complete(r)
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
 // rolled tells whether a rotation may end: every Talos MachineDeployment of the cluster
@@ -48,8 +49,10 @@ func (r *Reconciler) rolled(ctx context.Context, c *clusterv1.Cluster, id *joinI
 		return ref.APIGroup == talos.GroupVersion.Group && ref.Kind == "TalosConfigTemplate"
 	}
 
+	// Only the pools' own: another MachineDeployment of the cluster is not the operator's
+	// to wait for.
 	var mds clusterv1.MachineDeploymentList
-	if err := r.APIReader.List(ctx, &mds, inCluster...); err != nil {
+	if err := r.APIReader.List(ctx, &mds, append(inCluster, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue})...); err != nil {
 		return false, "", err
 	}
 	for _, md := range mds.Items {
@@ -64,7 +67,7 @@ func (r *Reconciler) rolled(ctx context.Context, c *clusterv1.Cluster, id *joinI
 		}
 	}
 	var sets clusterv1.MachineSetList
-	if err := r.APIReader.List(ctx, &sets, inCluster...); err != nil {
+	if err := r.APIReader.List(ctx, &sets, append(inCluster, client.HasLabels{render.LabelPool})...); err != nil {
 		return false, "", err
 	}
 	for _, ms := range sets.Items {

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -98,7 +100,10 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)})
 	if r.Tenants != nil {
-		b = b.WatchesRawSource(r.Tenants.Source(handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexCluster, true))))
+		pools := r.poolsBy(indexCluster, true)
+		b = b.WatchesRawSource(r.Tenants.Source(func(ctx context.Context, cluster types.NamespacedName) []reconcile.Request {
+			return pools(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}})
+		}))
 	}
 	return b.Complete(r)
 }
