@@ -52,9 +52,19 @@ func TestTalosPoolJoinsThroughTLSBootstrap(t *testing.T) {
 	}
 	// The kubelet's own writes never carried the synced labels (NodeRestriction refuses
 	// node-role labels from a kubelet): Cluster API's field manager owns them.
-	for _, mf := range node.ManagedFields {
-		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), render.NodeRolePrefix) && !strings.Contains(mf.Manager, "cluster-api") && !strings.Contains(mf.Manager, "capi") {
-			t.Errorf("the node-role label is owned by %q, not Cluster API", mf.Manager)
+	for _, label := range []string{render.NodeRolePrefix + "worker", render.NodeLabelPool} {
+		owners := 0
+		for _, mf := range node.ManagedFields {
+			if mf.FieldsV1 == nil || !strings.Contains(string(mf.FieldsV1.Raw), `"f:`+label+`"`) {
+				continue
+			}
+			owners++
+			if !strings.Contains(mf.Manager, "capi") && !strings.Contains(mf.Manager, "cluster-api") {
+				t.Errorf("the label %s is owned by %q, not Cluster API", label, mf.Manager)
+			}
+		}
+		if owners == 0 {
+			t.Errorf("no field manager owns the label %s", label)
 		}
 	}
 
