@@ -134,13 +134,6 @@ func (c *Connections) Close(cluster types.NamespacedName) {
 	}
 }
 
-// Open is how many connections are open.
-func (c *Connections) Open() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.conns)
-}
-
 func (c *Connections) open(cluster types.NamespacedName, uid types.UID, secret *corev1.Secret) (*Conn, error) {
 	data := secret.Data[KubeconfigKey]
 	if len(data) == 0 {
