@@ -42,6 +42,11 @@ const (
 	// ConditionTenantClusterReachable is True on a Talos pool when the operator reaches
 	// its tenant cluster's API server and keeps the pool's bootstrap token there.
 	ConditionTenantClusterReachable = "TenantClusterReachable"
+	// ConditionAutoscalerReady is True on an autoscaled pool (minReplicas below
+	// maxReplicas) when its cluster's cluster-autoscaler runs: the one the operator keeps
+	// for the cluster, or the platform's own when the cluster turned the managed one
+	// off. False says why the pool does not scale.
+	ConditionAutoscalerReady = "AutoscalerReady"
 	// ConditionInUse is True on a class or location that pools still name.
 	ConditionInUse = "InUse"
 )

@@ -127,6 +127,47 @@ type NodeGroupSpec struct {
 	// healthCheck says when a machine is unhealthy and replaced.
 	// +optional
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+
+	// autoscaling tunes how cluster-autoscaler treats this pool, overriding the
+	// platform's cluster-wide settings for it. It applies when minReplicas is below
+	// maxReplicas.
+	// +optional
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+}
+
+// Autoscaling holds the options cluster-autoscaler's clusterapi provider reads per node
+// group (the cluster.x-k8s.io/autoscaling-options-* annotations of the pool's
+// MachineDeployment). Unset fields keep the platform's cluster-wide values.
+type Autoscaling struct {
+	// scaleDownUnneededTime is how long a node must be unneeded before it is removed.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="spec.autoscaling.scaleDownUnneededTime must be a duration between 0s and 24h, such as 10m"
+	ScaleDownUnneededTime *metav1.Duration `json:"scaleDownUnneededTime,omitempty"`
+	// scaleDownUnreadyTime is how long an unready node must be unneeded before it is
+	// removed.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="spec.autoscaling.scaleDownUnreadyTime must be a duration between 0s and 24h, such as 20m"
+	ScaleDownUnreadyTime *metav1.Duration `json:"scaleDownUnreadyTime,omitempty"`
+	// scaleDownUtilizationThreshold: a node whose requested CPU and memory are below this
+	// share of its allocatable may be removed, a decimal between 0 and 1 such as "0.5".
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0([.][0-9]{1,3})?|1([.]0{1,3})?)$')",message="spec.autoscaling.scaleDownUtilizationThreshold must be a decimal between 0 and 1 with at most 3 decimals, such as \"0.5\""
+	ScaleDownUtilizationThreshold string `json:"scaleDownUtilizationThreshold,omitempty"`
+	// scaleDownGPUUtilizationThreshold is the same for GPU nodes, on their GPUs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0([.][0-9]{1,3})?|1([.]0{1,3})?)$')",message="spec.autoscaling.scaleDownGPUUtilizationThreshold must be a decimal between 0 and 1 with at most 3 decimals, such as \"0.5\""
+	ScaleDownGPUUtilizationThreshold string `json:"scaleDownGPUUtilizationThreshold,omitempty"`
+	// maxNodeProvisionTime is how long a machine may take to become a registered node
+	// before the scale-up is given up and retried elsewhere.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="spec.autoscaling.maxNodeProvisionTime must be a duration between 1m and 24h, such as 15m"
+	MaxNodeProvisionTime *metav1.Duration `json:"maxNodeProvisionTime,omitempty"`
+	// maxNodeStartupTime is how long a registered node may take to become ready.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="spec.autoscaling.maxNodeStartupTime must be a duration between 1m and 24h, such as 15m"
+	MaxNodeStartupTime *metav1.Duration `json:"maxNodeStartupTime,omitempty"`
 }
 
 // LabelValue is a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.',
@@ -176,8 +217,8 @@ type Taint struct {
 
 // GPU is a host device passed through to each machine.
 type GPU struct {
-	// deviceName is the resource name KubeVirt permits for the device, such as
-	// nvidia.com/GA102GL_A10.
+	// deviceName is the host device KubeVirt passes through, the resource name its
+	// permittedHostDevices give it, such as nvidia.com/GA102GL_A10.
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
@@ -188,6 +229,25 @@ type GPU struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=8
 	Count int32 `json:"count,omitempty"`
+	// resourceName is the resource pods request for the device inside the tenant
+	// cluster, as the tenant's device plugin advertises it: nvidia.com/gpu when unset.
+	// cluster-autoscaler scales the pool from zero for pods that request it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	ResourceName string `json:"resourceName,omitempty"`
+}
+
+// DefaultGPUResourceName is the resource a GPU is requested by in the tenant cluster
+// unless the pool names another: what NVIDIA's device plugin advertises.
+const DefaultGPUResourceName = "nvidia.com/gpu"
+
+// TenantResourceName is the resource pods request for the GPU in the tenant cluster.
+func (g GPU) TenantResourceName() string {
+	if g.ResourceName != "" {
+		return g.ResourceName
+	}
+	return DefaultGPUResourceName
 }
 
 // NodeGroupTalos tunes the Talos system of a pool.
@@ -269,6 +329,11 @@ type NodeGroupStatus struct {
 	// readyReplicas is the number of machines whose node is ready.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// desiredReplicas is the size cluster-autoscaler (or, for a fixed pool, Cluster API)
+	// last set on the pool's MachineDeployment.
+	// +optional
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
 }
 
 // NodeGroup is a tenant's worker pool: machines of one class, in one location, joined to

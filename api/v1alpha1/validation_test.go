@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -269,6 +270,35 @@ func TestNodeGroupRules(t *testing.T) {
 			s.NodeGroupClassName, s.Talos = "kairos", &v1.NodeGroupTalos{}
 		}), wantErr: "the kairos class does not take the Talos-only fields"},
 		{name: "plain kairos pool", obj: pool("kairos-plain", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" })},
+		{name: "gpu with a tenant resource name", obj: pool("gpu-resource", func(s *v1.NodeGroupSpec) {
+			s.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", ResourceName: "nvidia.com/mig-1g.10gb"}}
+		})},
+		{name: "gpu resource name without a domain refused", obj: pool("gpu-resource-bare", func(s *v1.NodeGroupSpec) {
+			s.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", ResourceName: "gpu"}}
+		}), wantErr: "spec.gpus[0].resourceName"},
+		{name: "autoscaling options", obj: pool("autoscaling", func(s *v1.NodeGroupSpec) {
+			s.MinReplicas, s.MaxReplicas = 0, 5
+			s.Autoscaling = &v1.Autoscaling{ScaleDownUnneededTime: &metav1.Duration{Duration: 5 * time.Minute},
+				ScaleDownUtilizationThreshold: "0.5", ScaleDownGPUUtilizationThreshold: "1", MaxNodeProvisionTime: &metav1.Duration{Duration: 20 * time.Minute}}
+		})},
+		{name: "utilization threshold above 1 refused", obj: pool("threshold-high", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{ScaleDownUtilizationThreshold: "1.5"}
+		}), wantErr: "spec.autoscaling.scaleDownUtilizationThreshold must be a decimal between 0 and 1"},
+		{name: "gpu utilization threshold not a number refused", obj: pool("threshold-nan", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{ScaleDownGPUUtilizationThreshold: "half"}
+		}), wantErr: "spec.autoscaling.scaleDownGPUUtilizationThreshold must be a decimal between 0 and 1"},
+		{name: "negative unneeded time refused", obj: pool("unneeded-negative", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{ScaleDownUnneededTime: &metav1.Duration{Duration: -time.Minute}}
+		}), wantErr: "spec.autoscaling.scaleDownUnneededTime must be a duration between 0s and 24h"},
+		{name: "provision time too short refused", obj: pool("provision-short", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{MaxNodeProvisionTime: &metav1.Duration{Duration: time.Second}}
+		}), wantErr: "spec.autoscaling.maxNodeProvisionTime must be a duration between 1m and 24h"},
+		{name: "startup time too long refused", obj: pool("startup-long", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{MaxNodeStartupTime: &metav1.Duration{Duration: 48 * time.Hour}}
+		}), wantErr: "spec.autoscaling.maxNodeStartupTime must be a duration between 1m and 24h"},
+		{name: "unready time too long refused", obj: pool("unready-long", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{ScaleDownUnreadyTime: &metav1.Duration{Duration: 25 * time.Hour}}
+		}), wantErr: "spec.autoscaling.scaleDownUnreadyTime must be a duration between 0s and 24h"},
 		{name: "hostile sysctl refused", obj: pool("sysctl", func(s *v1.NodeGroupSpec) {
 			s.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"kernel.x": "1; reboot"}}
 		}), wantErr: "spec.talos.sysctls values must be plain values"},

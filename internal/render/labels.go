@@ -22,6 +22,11 @@ const (
 	// not sync them.
 	NodeLabelRegion = "topology.kubernetes.io/region"
 	NodeLabelZone   = "topology.kubernetes.io/zone"
+	// NodeLabelAccelerator marks a GPU node for cluster-autoscaler's clusterapi provider
+	// (its GPULabel): a node with it counts as a GPU node before its device plugin has
+	// advertised the GPUs, and scale-down weighs its GPU utilization. The kubelet sets it
+	// (it is in no reserved domain); its value names the host device.
+	NodeLabelAccelerator = "cluster-api/accelerator"
 
 	// AnnotationTemplateHashVersion records the HashVersion a template was named with.
 	AnnotationTemplateHashVersion = "nodegroup.io/template-hash-version"
@@ -38,4 +43,14 @@ const (
 	AnnotationCapacityTaints   = capacityPrefix + "taints"
 	AnnotationCapacityGPUType  = capacityPrefix + "gpu-type"
 	AnnotationCapacityGPUCount = capacityPrefix + "gpu-count"
+
+	// Per-pool autoscaler options the clusterapi provider reads from the
+	// MachineDeployment, overriding the autoscaler's flags of the same name.
+	optionsPrefix                           = "cluster.x-k8s.io/autoscaling-options-"
+	AnnotationOptionScaleDownUnneededTime   = optionsPrefix + "scaledownunneededtime"
+	AnnotationOptionScaleDownUnreadyTime    = optionsPrefix + "scaledownunreadytime"
+	AnnotationOptionScaleDownUtilization    = optionsPrefix + "scaledownutilizationthreshold"
+	AnnotationOptionScaleDownGPUUtilization = optionsPrefix + "scaledowngpuutilizationthreshold"
+	AnnotationOptionMaxNodeProvisionTime    = optionsPrefix + "maxnodeprovisiontime"
+	AnnotationOptionMaxNodeStartupTime      = optionsPrefix + "maxnodestartuptime"
 )

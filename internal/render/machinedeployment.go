@@ -119,8 +119,20 @@ func kubeletNodeLabels(dst []nodeLabel, in *Input) []nodeLabel {
 	if in.Location.Zone != "" {
 		dst = setNodeLabel(dst, NodeLabelZone, in.Location.Zone)
 	}
+	if len(in.Spec.GPUs) > 0 {
+		dst = setNodeLabel(dst, NodeLabelAccelerator, acceleratorValue(in.Spec.GPUs[0].DeviceName))
+	}
 	slices.SortFunc(dst, compareNodeLabels)
 	return dst
+}
+
+// acceleratorValue is the NodeLabelAccelerator value of a host device: its name after
+// the vendor domain (GA102GL_A10 for nvidia.com/GA102GL_A10), which the API's pattern
+// keeps a valid label value once shortened to 63 characters. Set the autoscaler's
+// --gpu-total limits by this value.
+func acceleratorValue(deviceName string) string {
+	_, name, _ := strings.Cut(deviceName, "/")
+	return LabelValue(name)
 }
 
 // setNodeLabel sets a label, replacing the value of one with the same key.
@@ -176,12 +188,36 @@ func autoscalerAnnotations(in *Input, machineLabels map[string]string) map[strin
 		a[AnnotationCapacityTaints] = taints
 	}
 	if len(in.Spec.GPUs) > 0 {
+		// The autoscaler gives its template node gpu-count of the gpu-type resource, so
+		// the type is what pods request inside the tenant (the device plugin's resource),
+		// not the host device KubeVirt passes through.
+		resource := in.Spec.GPUs[0].TenantResourceName()
 		var count int32
 		for _, g := range in.Spec.GPUs {
-			count += gpuCount(g.Count)
+			if g.TenantResourceName() == resource {
+				count += gpuCount(g.Count)
+			}
 		}
-		a[AnnotationCapacityGPUType] = in.Spec.GPUs[0].DeviceName
+		a[AnnotationCapacityGPUType] = resource
 		a[AnnotationCapacityGPUCount] = strconv.Itoa(int(count))
+	}
+	if o := in.Spec.Autoscaling; o != nil {
+		for key, d := range map[string]*metav1.Duration{
+			AnnotationOptionScaleDownUnneededTime: o.ScaleDownUnneededTime,
+			AnnotationOptionScaleDownUnreadyTime:  o.ScaleDownUnreadyTime,
+			AnnotationOptionMaxNodeProvisionTime:  o.MaxNodeProvisionTime,
+			AnnotationOptionMaxNodeStartupTime:    o.MaxNodeStartupTime,
+		} {
+			if d != nil {
+				a[key] = d.Duration.String()
+			}
+		}
+		if o.ScaleDownUtilizationThreshold != "" {
+			a[AnnotationOptionScaleDownUtilization] = o.ScaleDownUtilizationThreshold
+		}
+		if o.ScaleDownGPUUtilizationThreshold != "" {
+			a[AnnotationOptionScaleDownGPUUtilization] = o.ScaleDownGPUUtilizationThreshold
+		}
 	}
 	return a
 }

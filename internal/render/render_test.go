@@ -135,6 +135,21 @@ func goldenCases(t testing.TB) map[string]*Input {
 			in.Spec.KernelModules = []string{"nvidia", "nvidia_uvm"}
 			in.Spec.Taints = []v1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}}
 		}),
+		"gpu-tenant-resource": with(func(in *Input) {
+			// The tenant's device plugin advertises another resource than the default;
+			// a second device of another resource is passed through but not announced.
+			in.Spec.MinReplicas, in.Spec.MaxReplicas = 0, 4
+			in.Spec.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GH100_H100", Count: 2, ResourceName: "nvidia.com/mig-1g.10gb"},
+				{DeviceName: "example.com/FPGA_X", Count: 1, ResourceName: "example.com/fpga"}}
+		}),
+		"autoscaling-options": with(func(in *Input) {
+			in.Spec.MinReplicas, in.Spec.MaxReplicas = 1, 8
+			in.Spec.Autoscaling = &v1.Autoscaling{
+				ScaleDownUnneededTime: &metav1.Duration{Duration: 5 * 60e9}, ScaleDownUnreadyTime: &metav1.Duration{Duration: 15 * 60e9},
+				ScaleDownUtilizationThreshold: "0.4", ScaleDownGPUUtilizationThreshold: "0.25",
+				MaxNodeProvisionTime: &metav1.Duration{Duration: 20 * 60e9}, MaxNodeStartupTime: &metav1.Duration{Duration: 10 * 60e9},
+			}
+		}),
 		"custom-class": with(func(in *Input) {
 			in.ClassName, in.Spec.NodeGroupClassName = "talos-hardened", "talos-hardened"
 			in.Class = v1.NodeGroupClassSpec{OS: v1.OSTalos, Talos: &v1.TalosClassSpec{
