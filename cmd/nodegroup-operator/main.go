@@ -29,7 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
@@ -62,6 +64,7 @@ func main() {
 		webhookDNSNames          string
 		webhookCertValidity      time.Duration
 		webhookCAValidity        time.Duration
+		autoscalerSettings       string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false: plain HTTP, to anyone")
@@ -83,6 +86,7 @@ func main() {
 	flag.StringVar(&webhookConfiguration, "webhook-configuration", "nodegroup-operator", "ValidatingWebhookConfiguration whose caBundle is kept")
 	flag.StringVar(&webhookDNSNames, "webhook-dns-names", "", "comma-separated DNS names of the webhook Service the certificate is issued for")
 	flag.DurationVar(&webhookCertValidity, "webhook-cert-validity", 90*24*time.Hour, "lifetime of the webhook serving certificate; renewed with a third left")
+	flag.StringVar(&autoscalerSettings, "autoscaler-settings", "", "the managed cluster-autoscaler's settings as JSON, the chart's autoscaler values (empty: upstream's defaults)")
 	flag.DurationVar(&webhookCAValidity, "webhook-ca-validity", 5*365*24*time.Hour, "lifetime of the webhook CA; renewed with a third left, the old and the new CA trusted until every replica serves a certificate of the new one")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -118,7 +122,13 @@ func main() {
 		webhookOptions.TLSOpts = []func(*tls.Config){certManager.TLSConfig}
 	}
 
+	settings, err := autoscaler.ParseSettings(autoscalerSettings)
+	if err != nil {
+		log.Error(err, "reading --autoscaler-settings")
+		os.Exit(1)
+	}
 	cacheOptions := nodegroup.CacheOptions()
+	autoscalerctl.CacheOptions(cacheOptions.ByObject)
 	cacheOptions.SyncPeriod = &syncPeriod
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme.New(),
@@ -161,6 +171,11 @@ func main() {
 	identity := &joinidentity.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Status: tenants}
 	if err := identity.Register(mgr); err != nil {
 		log.Error(err, "registering the Talos join identity controller")
+		os.Exit(1)
+	}
+	scaler := &autoscalerctl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Settings: settings, Catalog: catalog.Default(), Status: tenants}
+	if err := scaler.Register(mgr); err != nil {
+		log.Error(err, "registering the autoscaler controller")
 		os.Exit(1)
 	}
 	dns := &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}

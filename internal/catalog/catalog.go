@@ -62,6 +62,10 @@ type Release struct {
 	KubeadmSHA512 PerArch `json:"kubeadmSHA512"`
 	Talos         Talos   `json:"talos"`
 	Kairos        Kairos  `json:"kairos"`
+	// ClusterAutoscaler is the cluster-autoscaler release (its image tag) run for tenant
+	// clusters whose control plane runs this minor: upstream releases one autoscaler
+	// minor per Kubernetes minor and supports it against that minor.
+	ClusterAutoscaler string `json:"clusterAutoscaler"`
 }
 
 // PerArch holds one value per architecture the worker images are built for.
@@ -251,6 +255,9 @@ func (c *Catalog) validate() error {
 		}
 		if r.Kairos.Base != "" && !pinnedRE.MatchString(r.Kairos.Base) {
 			bad("%s.kairos.base %q must be pinned by digest, as registry/repository@sha256:<64 lowercase hex>", at, r.Kairos.Base)
+		}
+		if ca, err := parseVersion(r.ClusterAutoscaler); err != nil || !ca.hasPatch {
+			bad("%s.clusterAutoscaler %q must be a cluster-autoscaler release tag such as v1.35.2", at, r.ClusterAutoscaler)
 		}
 		for _, arch := range []string{"amd64", "arm64"} {
 			if sum := r.KubeadmSHA512.For(arch); sum != "" && !sha512RE.MatchString(sum) {

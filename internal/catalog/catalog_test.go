@@ -123,6 +123,7 @@ talosFactory:
 releases:
   - minor: "v1.34"
     kubernetes: "v1.34.4"
+    clusterAutoscaler: "v1.34.5"
     talos:
       version: "v1.11.6"
       schematic: "` + schematic + `"
@@ -131,6 +132,7 @@ releases:
       osImage: ""
   - minor: "v1.35"
     kubernetes: "v1.35.4"
+    clusterAutoscaler: "v1.35.2"
     talos:
       version: "v1.12.12"
       schematic: "` + schematic + `"
@@ -151,9 +153,10 @@ func TestParseValid(t *testing.T) {
 		t.Fatalf("Parse(validCatalog): %v", err)
 	}
 	want := catalog.Release{
-		Minor:      "v1.35",
-		Kubernetes: "v1.35.4",
-		Talos:      catalog.Talos{Version: "v1.12.12", Schematic: schematic},
+		Minor:             "v1.35",
+		Kubernetes:        "v1.35.4",
+		ClusterAutoscaler: "v1.35.2",
+		Talos:             catalog.Talos{Version: "v1.12.12", Schematic: schematic},
 		Kairos: catalog.Kairos{
 			Disk:    "ghcr.io/nodegroup-io/kairos-worker-disk@" + digest,
 			OSImage: "ghcr.io/nodegroup-io/kairos-worker@" + digest,
@@ -265,6 +268,10 @@ func TestParseRefuses(t *testing.T) {
 			`releases[1].kubeadmSHA512.amd64 "nothex" must be a SHA-512: 128 lowercase hex characters`},
 		{"kubeadm sum for an unknown architecture", edit(`    kubernetes: "v1.35.4"`, "    kubernetes: \"v1.35.4\"\n    kubeadmSHA512:\n      riscv64: \"\""),
 			`unknown field "releases[1].kubeadmSHA512.riscv64"`},
+		{"autoscaler without a patch", edit(`clusterAutoscaler: "v1.35.2"`, `clusterAutoscaler: "v1.35"`),
+			`releases[1].clusterAutoscaler "v1.35" must be a cluster-autoscaler release tag`},
+		{"autoscaler missing", edit(`    clusterAutoscaler: "v1.35.2"`+"\n", ``),
+			`releases[1].clusterAutoscaler "" must be a cluster-autoscaler release tag`},
 		{"base by tag", edit("    kairos:\n      disk: \"ghcr", "    kairos:\n      base: \"quay.io/kairos/ubuntu:24.04\"\n      disk: \"ghcr"),
 			`releases[1].kairos.base "quay.io/kairos/ubuntu:24.04" must be pinned by digest`},
 

@@ -27,17 +27,59 @@ type State struct {
 	IdentityMessage string
 }
 
-// Status holds the State of every Cluster that has Talos pools, and tells the pool
-// controller when one changes.
+// Condition is one condition the pool controller reports on a cluster's pools for the
+// controller that decided it.
+type Condition struct {
+	Status          metav1.ConditionStatus
+	Reason, Message string
+}
+
+// Status holds the State of every Cluster that has Talos pools and the state of the
+// autoscaler of every Cluster that has autoscaled pools, and tells the pool controller
+// when one changes. Each has one writer: the join identity controller and the
+// autoscaler controller.
 type Status struct {
-	mu     sync.Mutex
-	states map[types.NamespacedName]State
-	queue  Queue
+	mu         sync.Mutex
+	states     map[types.NamespacedName]State
+	autoscaler map[types.NamespacedName]Condition
+	queue      Queue
 }
 
 // NewStatus makes an empty Status.
 func NewStatus() *Status {
-	return &Status{states: map[types.NamespacedName]State{}}
+	return &Status{states: map[types.NamespacedName]State{}, autoscaler: map[types.NamespacedName]Condition{}}
+}
+
+// Autoscaler is what the autoscaler controller last found of the Cluster's autoscaler;
+// ok is false when the Cluster has none to report (no autoscaled pool).
+func (s *Status) Autoscaler(cluster types.NamespacedName) (Condition, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.autoscaler[cluster]
+	return c, ok
+}
+
+// SetAutoscaler records the state of the Cluster's autoscaler, and tells the pool
+// controller when it changed.
+func (s *Status) SetAutoscaler(cluster types.NamespacedName, c Condition) {
+	s.mu.Lock()
+	old, ok := s.autoscaler[cluster]
+	s.autoscaler[cluster] = c
+	s.mu.Unlock()
+	if !ok || old != c {
+		s.notify(cluster)
+	}
+}
+
+// ForgetAutoscaler drops the state of the Cluster's autoscaler.
+func (s *Status) ForgetAutoscaler(cluster types.NamespacedName) {
+	s.mu.Lock()
+	_, ok := s.autoscaler[cluster]
+	delete(s.autoscaler, cluster)
+	s.mu.Unlock()
+	if ok {
+		s.notify(cluster)
+	}
 }
 
 // Get is the Cluster's last State.

@@ -140,6 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := ng.Status.DeepCopy()
 	result, reconcileErr := r.reconcile(ctx, ng)
 	r.reportTenant(ctx, ng)
+	r.reportAutoscaler(ng)
 	if err := r.writeStatus(ctx, ng, before); err != nil {
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
@@ -326,6 +327,7 @@ func (r *Reconciler) observe(ctx context.Context, ng *v1.NodeGroup, name string,
 	} else if scaled {
 		desired = n
 	}
+	ng.Status.DesiredReplicas = &desired
 	switch {
 	case ng.Status.ReadyReplicas >= desired && ng.Status.Replicas == desired:
 		setCondition(ng, v1.ConditionReady, metav1.ConditionTrue, ReasonMachinesReady,
@@ -466,6 +468,22 @@ func (r *Reconciler) reportTenant(ctx context.Context, ng *v1.NodeGroup) {
 	}
 	if st.Reachable != "" {
 		setCondition(ng, v1.ConditionTenantClusterReachable, st.Reachable, st.ReachableReason, st.ReachableMessage)
+	}
+}
+
+// reportAutoscaler sets, on an autoscaled pool, what is known of its cluster's
+// autoscaler; a fixed-size pool carries no such condition.
+func (r *Reconciler) reportAutoscaler(ng *v1.NodeGroup) {
+	if r.Tenants == nil {
+		return
+	}
+	st, known := r.Tenants.Autoscaler(types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName})
+	if ng.Spec.MinReplicas >= ng.Spec.MaxReplicas {
+		meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionAutoscalerReady)
+		return
+	}
+	if known {
+		setCondition(ng, v1.ConditionAutoscalerReady, st.Status, st.Reason, st.Message)
 	}
 }
 

@@ -1,0 +1,281 @@
+// Package autoscaler runs cluster-autoscaler for every tenant cluster that has an
+// autoscaled pool (minReplicas below maxReplicas): it applies, in the Cluster's
+// namespace, the ServiceAccount, Role, RoleBinding and Deployment that
+// internal/autoscaler renders, owned by the Cluster, and removes them when the
+// cluster's last autoscaled pool goes, when its pools are all made fixed-size, or when
+// the cluster turns the managed autoscaler off (AnnotationManaged). Objects of those
+// names that the operator did not make are reported, never adopted or deleted.
+//
+// What it finds is reported on the cluster's autoscaled pools as AutoscalerReady, by
+// the pool controller (one writer of a pool's status), through tenant.Status.
+package autoscaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
+)
+
+// AnnotationManaged, set to "false" on a Cluster, turns the managed autoscaler off for
+// it: the operator removes the one it made and makes none, for platforms that run their
+// own cluster-autoscaler for that cluster.
+const AnnotationManaged = "nodegroup.io/managed-autoscaler"
+
+// Reasons of the pools' AutoscalerReady condition.
+const (
+	ReasonRunning            = "Running"
+	ReasonStarting           = "Starting"
+	ReasonManagedElsewhere   = "ManagedElsewhere"
+	ReasonConflict           = "Conflict"
+	ReasonUnsupportedVersion = "UnsupportedVersion"
+	ReasonWaitingForVersion  = "WaitingForControlPlaneVersion"
+	ReasonApplyFailed        = "ApplyFailed"
+)
+
+// versionPoll is how often a cluster whose Kubernetes version is not known yet is looked
+// at again (a control plane's version is not an event this controller watches).
+const versionPoll = 30 * time.Second
+
+// Reconciler keeps the autoscaler of each Cluster.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Applier   *apply.Applier
+	Settings  autoscaler.Settings
+	Catalog   *catalog.Catalog
+	Status    *tenant.Status
+	Recorder  events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// The autoscaler's Role grants what follows; Kubernetes lets the operator grant only
+// what it holds itself.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinepools;machines;machinesets,verbs=list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale,verbs=get;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates,verbs=get;list;watch
+
+// Reconcile makes the Cluster's autoscaler what its pools need.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Its objects go with it: the Cluster owns them.
+			r.Status.ForgetAutoscaler(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	pools, err := r.autoscaledPools(ctx, c)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch {
+	case len(pools) == 0 || !c.DeletionTimestamp.IsZero():
+		r.Status.ForgetAutoscaler(req.NamespacedName)
+		return ctrl.Result{}, r.remove(ctx, c)
+	case !r.Settings.Enabled || c.Annotations[AnnotationManaged] == "false":
+		why := fmt.Sprintf("the Cluster's annotation %s=false turns the operator's autoscaler off: the platform runs its own", AnnotationManaged)
+		if !r.Settings.Enabled {
+			why = "the platform turned the operator's autoscaler off (chart value autoscaler.enabled): it runs its own"
+		}
+		r.Status.SetAutoscaler(req.NamespacedName, tenant.Condition{Status: metav1.ConditionTrue, Reason: ReasonManagedElsewhere, Message: why})
+		return ctrl.Result{}, r.remove(ctx, c)
+	}
+	return r.keep(ctx, c, pools)
+}
+
+// autoscaledPools are the Cluster's pools, not being deleted, whose range lets the
+// autoscaler scale them.
+func (r *Reconciler) autoscaledPools(ctx context.Context, c *clusterv1.Cluster) ([]v1.NodeGroup, error) {
+	var list v1.NodeGroupList
+	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+		return nil, err
+	}
+	var out []v1.NodeGroup
+	for _, ng := range list.Items {
+		if ng.Spec.ClusterName == c.Name && ng.DeletionTimestamp.IsZero() && ng.Spec.MinReplicas < ng.Spec.MaxReplicas {
+			out = append(out, ng)
+		}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, pools []v1.NodeGroup) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(c)
+	version, err := r.version(ctx, c, pools)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if version == "" {
+		r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonWaitingForVersion,
+			Message: "the cluster's Kubernetes version is not known yet (the control plane's spec.version), so neither is the autoscaler release that goes with it"})
+		return ctrl.Result{RequeueAfter: versionPoll}, nil
+	}
+	image, ok := r.Settings.ImageFor(r.Catalog, version)
+	if !ok {
+		r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonUnsupportedVersion,
+			Message: fmt.Sprintf("no cluster-autoscaler release is known for Kubernetes %s: the catalog pairs one with %s; a platform may name a tag for this minor in the chart value autoscaler.image.tags",
+				version, strings.Join(r.Catalog.Minors(), ", "))})
+		return ctrl.Result{}, nil
+	}
+	templates, err := r.templateResources(ctx, c)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in := autoscaler.Input{Cluster: key, Image: image, TemplateResources: templates, Settings: r.Settings}
+	owner := apply.Owner{Object: c, GVK: clusterv1.GroupVersion.WithKind("Cluster")}
+	for _, obj := range autoscaler.Objects(in) {
+		res, err := r.Applier.Apply(ctx, owner, obj)
+		if errors.Is(err, apply.ErrNotManaged) || errors.Is(err, apply.ErrOtherController) {
+			msg := fmt.Sprintf("%s %s/%s: %v: the operator does not adopt it; delete it, or set %s=false on the Cluster to run your own autoscaler",
+				obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err, AnnotationManaged)
+			r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonConflict, Message: msg})
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonConflict, "ApplyAutoscaler", msg)
+			return ctrl.Result{}, nil // its deletion (not watched: it is not ours) or a pool change retries
+		}
+		if err != nil {
+			r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonApplyFailed, Message: err.Error()})
+			return ctrl.Result{}, err
+		}
+		if res == apply.Created {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "AutoscalerCreated", "ApplyAutoscaler", "%s %s created for the cluster's autoscaled pools",
+				obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
+		}
+	}
+	r.Status.SetAutoscaler(key, r.running(ctx, c, image))
+	return ctrl.Result{}, nil
+}
+
+// running says whether the autoscaler's Deployment has an available replica.
+func (r *Reconciler) running(ctx context.Context, c *clusterv1.Cluster, image string) tenant.Condition {
+	dep := &appsv1.Deployment{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: autoscaler.Name(c.Name)}, dep); err != nil {
+		return tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonStarting, Message: fmt.Sprintf("the Deployment %s is not seen yet", autoscaler.Name(c.Name))}
+	}
+	if dep.Status.AvailableReplicas > 0 && dep.Status.ObservedGeneration >= dep.Generation {
+		return tenant.Condition{Status: metav1.ConditionTrue, Reason: ReasonRunning,
+			Message: fmt.Sprintf("cluster-autoscaler %s runs as the Deployment %s", image, dep.Name)}
+	}
+	return tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonStarting,
+		Message: fmt.Sprintf("the Deployment %s (cluster-autoscaler %s) has no available replica yet", dep.Name, image)}
+}
+
+// version is the Kubernetes version of the cluster's control plane (the
+// KamajiControlPlane's spec.version), or, while that is not known, the newest version
+// the cluster's pools run (never ahead of the control plane).
+func (r *Reconciler) version(ctx context.Context, c *clusterv1.Cluster, pools []v1.NodeGroup) (string, error) {
+	if ref := c.Spec.ControlPlaneRef; ref.IsDefined() {
+		cp := &unstructured.Unstructured{}
+		gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
+		mapping, err := r.Client.RESTMapper().RESTMapping(gk)
+		if err == nil {
+			cp.SetGroupVersionKind(mapping.GroupVersionKind)
+			err = r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref.Name}, cp)
+		}
+		switch {
+		case err == nil:
+			if v, _, _ := unstructured.NestedString(cp.Object, "spec", "version"); v != "" {
+				return "v" + strings.TrimPrefix(v, "v"), nil
+			}
+		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+			return "", err
+		}
+	}
+	var newest string
+	for _, ng := range pools {
+		if v := ng.Status.KubernetesVersion; v != "" && (newest == "" || newer(v, newest)) {
+			newest = v
+		}
+	}
+	return newest, nil
+}
+
+// templateResources are the machine template resources the cluster's MachineDeployments
+// name: the autoscaler reads them to scale a pool from zero.
+func (r *Reconciler) templateResources(ctx context.Context, c *clusterv1.Cluster) ([]schema.GroupResource, error) {
+	var mds clusterv1.MachineDeploymentList
+	if err := r.Client.List(ctx, &mds, client.InNamespace(c.Namespace),
+		client.MatchingLabels{render.LabelClusterName: c.Name, render.LabelManagedBy: render.ManagedByValue}); err != nil {
+		return nil, err
+	}
+	var out []schema.GroupResource
+	for _, md := range mds.Items {
+		ref := md.Spec.Template.Spec.InfrastructureRef
+		mapping, err := r.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+		if err != nil {
+			return nil, fmt.Errorf("the machine template kind %s of %s: %w", ref.Kind, md.Name, err)
+		}
+		if gr := mapping.Resource.GroupResource(); !slices.Contains(out, gr) {
+			out = append(out, gr)
+		}
+	}
+	return out, nil
+}
+
+// remove deletes the Cluster's autoscaler objects that the operator made, and leaves
+// any other object of those names alone.
+func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster) error {
+	name := types.NamespacedName{Namespace: c.Namespace, Name: autoscaler.Name(c.Name)}
+	var errs []error
+	for _, o := range []struct {
+		kind string
+		obj  client.Object
+	}{{"Deployment", &appsv1.Deployment{}}, {"RoleBinding", &rbacv1.RoleBinding{}}, {"Role", &rbacv1.Role{}}, {"ServiceAccount", &corev1.ServiceAccount{}}} {
+		obj := o.obj
+		if err := r.Client.Get(ctx, name, obj); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if obj.GetLabels()[render.LabelManagedBy] != render.ManagedByValue || !metav1.IsControlledBy(obj, c) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: ptrTo(obj.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "AutoscalerRemoved", "DeleteAutoscaler", "%s %s removed: the cluster has no autoscaled pool, or its autoscaler is managed elsewhere", o.kind, obj.GetName())
+	}
+	return errors.Join(errs...)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// newer says whether version a is after b; an unreadable version is never newer.
+func newer(a, b string) bool {
+	va, err := version.ParseGeneric(a)
+	if err != nil {
+		return false
+	}
+	vb, err := version.ParseGeneric(b)
+	return err != nil || va.GreaterThan(vb)
+}

@@ -1,0 +1,86 @@
+package autoscaler
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+)
+
+// concurrency is how many Clusters are reconciled at once.
+const concurrency = 2
+
+// CacheOptions restricts the manager's cache of the autoscaler's kinds to the
+// operator's autoscaler objects: a ServiceAccount, Role, RoleBinding or Deployment of
+// anyone else is never held in memory.
+func CacheOptions(byObject map[client.Object]cache.ByObject) {
+	ours := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue, autoscaler.LabelName: "cluster-autoscaler"})
+	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &appsv1.Deployment{}} {
+		byObject[obj] = cache.ByObject{Label: ours}
+	}
+}
+
+// Register adds the controller to a manager.
+func (r *Reconciler) Register(mgr ctrl.Manager) error {
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
+	}
+	if r.Applier == nil {
+		r.Applier = apply.New(mgr.GetClient(), mgr.GetAPIReader())
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("autoscaler").
+		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// A pool's range, creation and deletion decide whether the cluster needs one.
+		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(clusterOfPool),
+			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting()))).
+		// A new MachineDeployment may use a machine template kind the Role lacks.
+		Watches(&clusterv1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(clusterOfMachineDeployment),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		// Its own objects: a change or deletion by someone else is put back, and the
+		// Deployment's availability is what the pools report.
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&appsv1.Deployment{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+func clusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
+	ng := obj.(*v1.NodeGroup)
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}}}
+}
+
+func clusterOfMachineDeployment(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[render.LabelClusterName]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// deleting lets a pool's deletion through.
+func deleting() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}
