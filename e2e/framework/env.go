@@ -307,11 +307,21 @@ func (e *Env) kubeControllers(context.Context) error {
 // registers, and a scenario removes it to make a Node stop heartbeating.
 const KwokAnnotation = "kwok.x-k8s.io/node"
 
+// Values are the chart values the suites install the operator with: the chart's
+// defaults but for the autoscaler's timings, which are shortened so a scale-up and a
+// scale-down fit in a scenario (a scan every 2 s, scale-down considered 10 s after a
+// scale-up, a node unneeded for 15 s removed).
+func Values() map[string]any {
+	return map[string]any{"autoscaler": map[string]any{
+		"scanInterval": "2s", "scaleDownDelayAfterAdd": "10s", "scaleDownUnneededTime": "15s",
+	}}
+}
+
 // operatorUp installs the chart as a local run does (every object but the Deployment,
 // the webhook configuration on loopback) and starts the operator binary with the
 // Deployment's arguments and environment, as the chart's ServiceAccount.
 func (e *Env) operatorUp(ctx context.Context) error {
-	rel, local, err := localrun.Deploy(ctx, e.Config, e.Client, e.root, e.Work, nil, 6*time.Hour)
+	rel, local, err := localrun.Deploy(ctx, e.Config, e.Client, e.root, e.Work, Values(), 6*time.Hour)
 	if err != nil {
 		return err
 	}

@@ -124,7 +124,9 @@
 //     annotations, the Node without them). These are not retried on a timer; a config the
 //     simulated provider cannot handle likewise (BootstrapDataRefused).
 //   - Capacity is the VM's vCPUs and memory (none for an instancetype), pods the
-//     kubelet configuration's maxPods; allocatable subtracts kubeReserved,
+//     kubelet configuration's maxPods, and nvidia.com/gpu as many as the VM's host
+//     devices from nvidia.com (what NVIDIA's device plugin advertises once it runs on
+//     the node; the simulator has it at registration); allocatable subtracts kubeReserved,
 //     systemReserved and, for memory, evictionHard memory.available, as the kubelet does.
 //   - The Talos bootstrap config does not wait for the cluster's infrastructure or
 //     control plane.

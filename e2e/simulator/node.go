@@ -542,8 +542,25 @@ func vmCapacity(vm *unstructured.Unstructured) corev1.ResourceList {
 	if q, err := resource.ParseQuantity(cmp.Or(guest, requested)); err == nil {
 		out[corev1.ResourceMemory] = q
 	}
+	// NVIDIA's device plugin, which a GPU worker runs, advertises every NVIDIA device
+	// passed through to the VM as nvidia.com/gpu, whatever its model.
+	devices, _, _ := unstructured.NestedSlice(domain, "devices", "hostDevices")
+	var gpus int64
+	for _, d := range devices {
+		if m, ok := d.(map[string]any); ok {
+			if name, _ := m["deviceName"].(string); strings.HasPrefix(name, "nvidia.com/") {
+				gpus++
+			}
+		}
+	}
+	if gpus > 0 {
+		out[nvidiaGPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
+	}
 	return out
 }
+
+// nvidiaGPU is the resource NVIDIA's device plugin advertises.
+const nvidiaGPU corev1.ResourceName = "nvidia.com/gpu"
 
 // kubeletMayLabel is the kubelet's rule for --node-labels: nothing in the kubernetes.io
 // or k8s.io domains but its own well-known labels and the kubelet.kubernetes.io and

@@ -6,11 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,9 +23,12 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
+	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
@@ -43,6 +49,11 @@ var managedKinds = append(slices.Clip(templateKinds),
 	clusterv1.GroupVersion.WithKind("MachineDeployment"),
 	clusterv1.GroupVersion.WithKind("MachineHealthCheck"),
 	corev1.SchemeGroupVersion.WithKind("Secret"),
+	// Each cluster's autoscaler (every benchmark cluster has autoscaled pools).
+	corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
+	rbacv1.SchemeGroupVersion.WithKind("Role"),
+	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"),
+	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 )
 
 // bareJob is what the operator creates for one pool, in the order it creates it: the
@@ -133,8 +144,12 @@ func (h *harness) renderAll(ctx context.Context) ([]bareJob, error) {
 	}); err != nil {
 		return nil, err
 	}
+	scalers, err := h.autoscalers(ctx)
+	if err != nil {
+		return nil, err
+	}
 	jobs := make([]bareJob, len(h.pools))
-	err := parallel(ctx, 8, len(h.pools), func(ctx context.Context, i int) error {
+	err = parallel(ctx, 8, len(h.pools), func(ctx context.Context, i int) error {
 		p := h.pools[i]
 		ng := h.watch.get(p)
 		if ng == nil {
@@ -150,6 +165,9 @@ func (h *harness) renderAll(ctx context.Context) ([]bareJob, error) {
 			return fmt.Errorf("rendering %s: %w", p.key(), err)
 		}
 		var job bareJob
+		if p.index == p.tenant*h.cfg.PoolsPerNamespace {
+			job.objects = append(job.objects, scalers[p.tenant]...)
+		}
 		if p.os == v1.OSTalos && h.firstOf(p, v1.OSTalos) {
 			job.objects = append(job.objects, identities[p.tenant]...)
 		}
@@ -174,6 +192,51 @@ func (h *harness) renderAll(ctx context.Context) ([]bareJob, error) {
 		return nil, err
 	}
 	return jobs, h.deleteManaged(ctx)
+}
+
+// autoscalers are the objects of every cluster's autoscaler as the operator makes them:
+// from the settings the chart renders, for the cluster's control plane version, with
+// the machine template kind of its pools (KubeVirt's).
+func (h *harness) autoscalers(ctx context.Context) ([][]*unstructured.Unstructured, error) {
+	rel, err := localrun.Render(h.root, h.values(0))
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := rel.Command(localrun.Local{Kubeconfig: h.operatorKubeconfig, Dir: filepath.Join(h.cfg.Work, "bare")})
+	if err != nil {
+		return nil, err
+	}
+	settings, err := autoscaler.ParseSettings(cmd.AutoscalerSettings)
+	if err != nil {
+		return nil, err
+	}
+	r := &autoscalerctl.Reconciler{Client: h.admin, Settings: settings, Catalog: catalog.Default()}
+	templates := []schema.GroupResource{capk.GroupVersion.WithResource("kubevirtmachinetemplates").GroupResource()}
+	out := make([][]*unstructured.Unstructured, len(h.tenant))
+	err = parallel(ctx, 8, len(h.tenant), func(ctx context.Context, i int) error {
+		cluster := &clusterv1.Cluster{}
+		if err := h.admin.Get(ctx, client.ObjectKey{Namespace: h.tenant[i], Name: testenv.TenantCluster}, cluster); err != nil {
+			return err
+		}
+		in, waiting, err := r.Input(ctx, cluster, nil)
+		if err != nil {
+			return err
+		}
+		if waiting != nil {
+			return fmt.Errorf("the autoscaler of %s: %s", h.tenant[i], waiting.Message)
+		}
+		in.TemplateResources = templates
+		owner := apply.Owner{Object: cluster, GVK: clusterv1.GroupVersion.WithKind("Cluster")}
+		for _, obj := range autoscaler.Objects(in) {
+			u, err := apply.Desired(owner, obj)
+			if err != nil {
+				return err
+			}
+			out[i] = append(out[i], u)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // firstOf: p is the first pool of its namespace on os.

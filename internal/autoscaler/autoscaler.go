@@ -8,8 +8,9 @@
 // subresource, MachineSets, Machines, MachinePools, machine templates) through its
 // ServiceAccount, in-cluster, confined to the namespace; the tenant side (Nodes and
 // Pods) through the Cluster's <cluster>-kubeconfig Secret, mounted as a file. It
-// discovers only that cluster's pools: the namespace, the cluster's name and the
-// managed-by label the operator puts on every MachineDeployment it owns.
+// discovers only that cluster's autoscaled pools: the namespace, the cluster's name and
+// render.LabelAutoscaled, which the operator puts on the MachineDeployments (and, through
+// their templates, the Machines) of autoscaled pools only.
 //
 // Objects is pure, like render: the same Input gives the same objects. Golden files hold
 // its output.
@@ -26,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +47,9 @@ const (
 	ContainerName = "cluster-autoscaler"
 	// Command is the binary in the upstream image.
 	Command = "/cluster-autoscaler"
+	// MetricsPort is where the autoscaler serves its metrics and /health-check (its
+	// --address default).
+	MetricsPort = 8085
 	// StatusConfigMap is the ConfigMap in the tenant's kube-system where the autoscaler
 	// writes what it sees and does (its --status-config-map-name default).
 	StatusConfigMap = "cluster-autoscaler-status"
@@ -146,7 +151,7 @@ func Rules(templates []schema.GroupResource) []rbacv1.PolicyRule {
 func Args(in Input) []string {
 	s := in.Settings
 	discovery := fmt.Sprintf("clusterapi:namespace=%s,clusterName=%s,%s=%s",
-		in.Cluster.Namespace, in.Cluster.Name, render.LabelManagedBy, render.ManagedByValue)
+		in.Cluster.Namespace, in.Cluster.Name, render.LabelAutoscaled, render.AutoscaledValue)
 	args := []string{
 		"--cloud-provider=clusterapi",
 		"--kubeconfig=" + KubeconfigMount + "/" + KubeconfigFile,
@@ -197,7 +202,14 @@ func deployment(in Input, name string, labels map[string]string) *appsv1.Deploym
 						Command:         []string{Command},
 						Args:            Args(in),
 						Resources:       s.Resources,
-						VolumeMounts:    []corev1.VolumeMount{{Name: "tenant-kubeconfig", MountPath: KubeconfigMount, ReadOnly: true}},
+						Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP}},
+						// The autoscaler's own health check, as upstream's chart probes it: it
+						// fails when the autoscaler's loop has stopped running.
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("metrics")}},
+							InitialDelaySeconds: 30, PeriodSeconds: 30, TimeoutSeconds: 5,
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "tenant-kubeconfig", MountPath: KubeconfigMount, ReadOnly: true}},
 						SecurityContext: &corev1.SecurityContext{
 							RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](runAs), RunAsGroup: ptr.To[int64](runAs),
 							ReadOnlyRootFilesystem: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),

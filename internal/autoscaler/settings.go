@@ -96,7 +96,9 @@ func ParseSettings(data string) (Settings, error) {
 
 func (s Settings) validate() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("autoscaler settings: "+format, args...)) }
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("autoscaler settings: "+format, args...))
+	}
 	if !repoRE.MatchString(s.Image.Repository) {
 		bad("image.repository %q is not an image repository", s.Image.Repository)
 	}

@@ -56,6 +56,9 @@ type Command struct {
 	// MetricsSecure: the chart serves metrics over HTTPS with authentication and
 	// authorization (--metrics-secure, the operator's default), not plain HTTP.
 	MetricsSecure bool
+	// AutoscalerSettings is the JSON the chart renders for --autoscaler-settings: what
+	// the operator makes each cluster's autoscaler from.
+	AutoscalerSettings string
 }
 
 // ReadyURL is the operator's readiness endpoint.
@@ -186,6 +189,10 @@ var argRules = map[string]argRule{
 	"webhook-dns-names":         keep,
 	"webhook-cert-validity":     keep,
 	"webhook-ca-validity":       keep,
+	"autoscaler-settings": func(c *Command, v string, _ Local) (string, error) {
+		c.AutoscalerSettings = v
+		return v, nil
+	},
 }
 
 // args carries the rendered arguments through argRules and adds what a Pod gives the

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,13 +24,19 @@ func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.Cont
 	for _, role := range in.Spec.Roles {
 		machineLabels[NodeRolePrefix+role] = ""
 	}
+	labels := meta.labels
+	if in.Spec.MinReplicas < in.Spec.MaxReplicas {
+		labels = maps.Clone(meta.labels)
+		labels[LabelAutoscaled] = AutoscaledValue
+		machineLabels[LabelAutoscaled] = AutoscaledValue
+	}
 
 	md := &clusterv1.MachineDeployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: clusterAPIVersion, Kind: "MachineDeployment"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        meta.name,
 			Namespace:   in.Namespace,
-			Labels:      meta.labels,
+			Labels:      labels,
 			Annotations: autoscalerAnnotations(in, machineLabels),
 		},
 		Spec: clusterv1.MachineDeploymentSpec{

@@ -61,6 +61,11 @@ const (
 // at again (a control plane's version is not an event this controller watches).
 const versionPoll = 30 * time.Second
 
+// conflictPoll is how often a cluster whose autoscaler is blocked by an object of the
+// same name that the operator did not make is looked at again: that object is not
+// cached (CacheOptions holds only the operator's), so its deletion is no event.
+const conflictPoll = time.Minute
+
 // Reconciler keeps the autoscaler of each Cluster.
 type Reconciler struct {
 	Client    client.Client
@@ -130,27 +135,18 @@ func (r *Reconciler) autoscaledPools(ctx context.Context, c *clusterv1.Cluster) 
 
 func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, pools []v1.NodeGroup) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(c)
-	version, err := r.version(ctx, c, pools)
+	in, waiting, err := r.Input(ctx, c, pools)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if version == "" {
-		r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonWaitingForVersion,
-			Message: "the cluster's Kubernetes version is not known yet (the control plane's spec.version), so neither is the autoscaler release that goes with it"})
-		return ctrl.Result{RequeueAfter: versionPoll}, nil
-	}
-	image, ok := r.Settings.ImageFor(r.Catalog, version)
-	if !ok {
-		r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonUnsupportedVersion,
-			Message: fmt.Sprintf("no cluster-autoscaler release is known for Kubernetes %s: the catalog pairs one with %s; a platform may name a tag for this minor in the chart value autoscaler.image.tags",
-				version, strings.Join(r.Catalog.Minors(), ", "))})
+	if waiting != nil {
+		r.Status.SetAutoscaler(key, *waiting)
+		if waiting.Reason == ReasonWaitingForVersion {
+			return ctrl.Result{RequeueAfter: versionPoll}, nil
+		}
 		return ctrl.Result{}, nil
 	}
-	templates, err := r.templateResources(ctx, c)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	in := autoscaler.Input{Cluster: key, Image: image, TemplateResources: templates, Settings: r.Settings}
+	image := in.Image
 	owner := apply.Owner{Object: c, GVK: clusterv1.GroupVersion.WithKind("Cluster")}
 	for _, obj := range autoscaler.Objects(in) {
 		res, err := r.Applier.Apply(ctx, owner, obj)
@@ -158,8 +154,8 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, pools []v1.
 			msg := fmt.Sprintf("%s %s/%s: %v: the operator does not adopt it; delete it, or set %s=false on the Cluster to run your own autoscaler",
 				obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err, AnnotationManaged)
 			r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonConflict, Message: msg})
-			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonConflict, "ApplyAutoscaler", msg)
-			return ctrl.Result{}, nil // its deletion (not watched: it is not ours) or a pool change retries
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonConflict, "ApplyAutoscaler", "%s", msg)
+			return ctrl.Result{RequeueAfter: conflictPoll}, nil // its deletion is not watched (it is not ours): look again
 		}
 		if err != nil {
 			r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonApplyFailed, Message: err.Error()})
@@ -172,6 +168,30 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, pools []v1.
 	}
 	r.Status.SetAutoscaler(key, r.running(ctx, c, image))
 	return ctrl.Result{}, nil
+}
+
+// Input is what the Cluster's autoscaler is made from, given its autoscaled pools; when
+// it cannot be made yet, waiting says why instead.
+func (r *Reconciler) Input(ctx context.Context, c *clusterv1.Cluster, pools []v1.NodeGroup) (in autoscaler.Input, waiting *tenant.Condition, err error) {
+	version, err := r.version(ctx, c, pools)
+	if err != nil {
+		return in, nil, err
+	}
+	if version == "" {
+		return in, &tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonWaitingForVersion,
+			Message: "the cluster's Kubernetes version is not known yet (the control plane's spec.version), so neither is the autoscaler release that goes with it"}, nil
+	}
+	image, ok := r.Settings.ImageFor(r.Catalog, version)
+	if !ok {
+		return in, &tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonUnsupportedVersion,
+			Message: fmt.Sprintf("no cluster-autoscaler release is known for Kubernetes %s: the catalog pairs one with %s; a platform may name a tag for this minor in the chart value autoscaler.image.tags",
+				version, strings.Join(r.Catalog.Minors(), ", "))}, nil
+	}
+	templates, err := r.templateResources(ctx, c)
+	if err != nil {
+		return in, nil, err
+	}
+	return autoscaler.Input{Cluster: client.ObjectKeyFromObject(c), Image: image, TemplateResources: templates, Settings: r.Settings}, nil, nil
 }
 
 // running says whether the autoscaler's Deployment has an available replica.

@@ -26,7 +26,9 @@ import (
 )
 
 // concurrency is how many Clusters are reconciled at once.
-const concurrency = 2
+const concurrency = 4
+
+var changed = builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})
 
 // CacheOptions restricts the manager's cache of the autoscaler's kinds to the
 // operator's autoscaler objects: a ServiceAccount, Role, RoleBinding or Deployment of
@@ -56,11 +58,12 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Watches(&clusterv1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(clusterOfMachineDeployment),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		// Its own objects: a change or deletion by someone else is put back, and the
-		// Deployment's availability is what the pools report.
-		Owns(&corev1.ServiceAccount{}).
-		Owns(&rbacv1.Role{}).
-		Owns(&rbacv1.RoleBinding{}).
-		Owns(&appsv1.Deployment{}).
+		// Deployment's availability is what the pools report. A resync (the same
+		// resourceVersion) is no reason to look.
+		Owns(&corev1.ServiceAccount{}, changed).
+		Owns(&rbacv1.Role{}, changed).
+		Owns(&rbacv1.RoleBinding{}, changed).
+		Owns(&appsv1.Deployment{}, changed).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }

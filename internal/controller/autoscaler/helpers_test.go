@@ -1,0 +1,282 @@
+package autoscaler_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
+)
+
+const (
+	timeout = 30 * time.Second
+	cluster = testenv.TenantCluster
+)
+
+// name is the name of every autoscaler object of the tenants' Cluster.
+var name = autoscaler.Name(cluster)
+
+var seq atomic.Int32
+
+// newTenant makes a namespace as the platform prepares a tenant (a Cluster "tenant" whose
+// KamajiControlPlane runs v1.35.4, and the Talos secrets its pools need).
+func newTenant(t *testing.T) string {
+	t.Helper()
+	ns := fmt.Sprintf("as-%d", seq.Add(1))
+	if err := testenv.CreateTenant(context.Background(), env.Client, ns, testenv.TenantOptions{TalosSecret: true}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func key(ns string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: cluster} }
+
+// newPool creates a Talos pool of the tenant's Cluster sized min..max.
+func newPool(t *testing.T, ns, poolName string, minReplicas, maxReplicas int32) *v1.NodeGroup {
+	t.Helper()
+	ng := &v1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: poolName}, Spec: v1.NodeGroupSpec{
+		ClusterName: cluster, NodeGroupClassName: v1.BuiltinTalosClass, LocationName: v1.BuiltinLocation,
+		MinReplicas: minReplicas, MaxReplicas: maxReplicas,
+		Resources: &v1.MachineResources{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
+	}}
+	mustCreate(t, ng)
+	return ng
+}
+
+// resize sets a pool's range.
+func resize(t *testing.T, ng *v1.NodeGroup, minReplicas, maxReplicas int32) {
+	t.Helper()
+	for range 10 {
+		cur := &v1.NodeGroup{}
+		mustGet(t, ng.Namespace, ng.Name, cur)
+		cur.Spec.MinReplicas, cur.Spec.MaxReplicas = minReplicas, maxReplicas
+		err := env.Client.Update(context.Background(), cur)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("could not resize the pool: conflicts")
+}
+
+// deletePool deletes a pool and waits until it is gone (the pool controller's finalizer
+// removes its objects first).
+func deletePool(t *testing.T, ng *v1.NodeGroup) {
+	t.Helper()
+	if err := env.Client.Delete(context.Background(), ng); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pool "+ng.Name+" gone", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), &v1.NodeGroup{}))
+	})
+}
+
+// patchCluster changes the tenant's Cluster.
+func patchCluster(t *testing.T, ns string, change func(*clusterv1.Cluster)) {
+	t.Helper()
+	c := &clusterv1.Cluster{}
+	mustGet(t, ns, cluster, c)
+	patch := client.MergeFrom(c.DeepCopy())
+	change(c)
+	if err := env.Client.Patch(context.Background(), c, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustCreate(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func mustGet(t *testing.T, ns, n string, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: n}, obj); err != nil {
+		t.Fatalf("getting %T %s/%s: %v", obj, ns, n, err)
+	}
+}
+
+// reconcile runs the controller's Reconcile for the tenant's Cluster directly, so a test
+// knows a reconcile ran and finished.
+func reconcile(t *testing.T, ns string) {
+	t.Helper()
+	if _, err := reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: key(ns)}); err != nil {
+		t.Fatalf("reconcile %s: %v", key(ns), err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for: %s", what)
+}
+
+// autoscalerObjects are the four kinds of a cluster's autoscaler, empty.
+func autoscalerObjects() []client.Object {
+	return []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &appsv1.Deployment{}}
+}
+
+// liveObjects reads, live from the API server, the tenant's <cluster>-autoscaler of each
+// kind; missing ones are left out.
+func liveObjects(t *testing.T, ns string) []client.Object {
+	t.Helper()
+	var out []client.Object
+	for _, obj := range autoscalerObjects() {
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+		switch {
+		case err == nil:
+			out = append(out, obj)
+		case !apierrors.IsNotFound(err):
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func kinds(objs []client.Object) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, fmt.Sprintf("%T", o))
+	}
+	return out
+}
+
+// waitAll waits until all four objects exist.
+func waitAll(t *testing.T, ns string) []client.Object {
+	t.Helper()
+	var objs []client.Object
+	eventually(t, "the four autoscaler objects in "+ns, func() bool {
+		objs = liveObjects(t, ns)
+		return len(objs) == 4
+	})
+	return objs
+}
+
+// waitNone waits until none of the four objects exists.
+func waitNone(t *testing.T, ns string) {
+	t.Helper()
+	var objs []client.Object
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if objs = liveObjects(t, ns); len(objs) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("autoscaler objects in %s still there: %v", ns, kinds(objs))
+}
+
+// waitState waits until the controller reports the state for the tenant's Cluster.
+func waitState(t *testing.T, ns string, s metav1.ConditionStatus, reason string) tenant.Condition {
+	t.Helper()
+	var last tenant.Condition
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		c, ok := status.Autoscaler(key(ns))
+		if ok && c.Status == s && c.Reason == reason {
+			return c
+		}
+		last = c
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("autoscaler state of %s never became %s/%s (last: %+v)", key(ns), s, reason, last)
+	return tenant.Condition{}
+}
+
+// waitNoState waits until the controller has nothing to report for the Cluster.
+func waitNoState(t *testing.T, ns string) {
+	t.Helper()
+	eventually(t, "no autoscaler state for "+ns, func() bool {
+		_, ok := status.Autoscaler(key(ns))
+		return !ok
+	})
+}
+
+// waitPoolCondition waits until the live pool carries AutoscalerReady with the status
+// and reason, at its current generation.
+func waitPoolCondition(t *testing.T, ng *v1.NodeGroup, s metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		got := &v1.NodeGroup{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), got); err == nil {
+			if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionAutoscalerReady); c != nil {
+				last = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+				if c.Status == s && c.Reason == reason && c.ObservedGeneration == got.Generation {
+					return *c
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("pool %s: AutoscalerReady never became %s/%s (last: %s)", ng.Name, s, reason, last)
+	return metav1.Condition{}
+}
+
+// waitRendered waits until the pool controller applied the pool's objects.
+func waitRendered(t *testing.T, ng *v1.NodeGroup) *v1.NodeGroup {
+	t.Helper()
+	got := &v1.NodeGroup{}
+	eventually(t, "pool "+ng.Name+" rendered", func() bool {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), got); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionRendered)
+		return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == got.Generation
+	})
+	return got
+}
+
+// waitQuiet waits until the manager's client has sent no write for a second: the
+// reconciles that the watch events of earlier changes trigger are done.
+func waitQuiet(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last, since := writes.Load(), time.Now()
+	for time.Since(since) < time.Second {
+		if time.Now().After(deadline) {
+			t.Fatal("the controllers kept writing: no quiet second")
+		}
+		time.Sleep(50 * time.Millisecond)
+		if n := writes.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
+// identity is what proves an object was neither replaced nor modified.
+type identity struct {
+	UID             types.UID
+	ResourceVersion string
+}
+
+func identityOf(obj client.Object) identity {
+	return identity{obj.GetUID(), obj.GetResourceVersion()}
+}
