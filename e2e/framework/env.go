@@ -309,11 +309,12 @@ const KwokAnnotation = "kwok.x-k8s.io/node"
 
 // Values are the chart values the suites install the operator with: the chart's
 // defaults but for the autoscaler's timings, which are shortened so a scale-up and a
-// scale-down fit in a scenario (a scan every 2 s, scale-down considered 10 s after a
-// scale-up, a node unneeded for 15 s removed).
+// scale-down fit in a scenario: a scan every 2 s, scale-down considered 10 s after a
+// scale-up, a node unneeded for 15 s removed, and a node found unremovable while its
+// pod ran looked at again after 10 s.
 func Values() map[string]any {
 	return map[string]any{"autoscaler": map[string]any{
-		"scanInterval": "2s", "scaleDownDelayAfterAdd": "10s", "scaleDownUnneededTime": "15s",
+		"scanInterval": "2s", "scaleDownDelayAfterAdd": "10s", "scaleDownUnneededTime": "15s", "unremovableNodeRecheckTimeout": "10s",
 	}}
 }
 

@@ -165,6 +165,7 @@ func Args(in Input) []string {
 		"--scale-down-delay-after-failure=" + s.ScaleDownDelayAfterFailure.Duration.String(),
 		"--scale-down-unneeded-time=" + s.ScaleDownUnneededTime.Duration.String(),
 		"--max-node-provision-time=" + s.MaxNodeProvisionTime.Duration.String(),
+		"--unremovable-node-recheck-timeout=" + s.UnremovableNodeRecheckTimeout.Duration.String(),
 		"--enforce-node-group-min-size=" + strconv.FormatBool(s.EnforceNodeGroupMinSize),
 		"--v=" + strconv.Itoa(s.LogLevel),
 	}

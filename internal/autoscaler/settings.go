@@ -39,6 +39,9 @@ type Settings struct {
 	ScaleDownUnneededTime      metav1.Duration `json:"scaleDownUnneededTime"`
 	MaxNodeProvisionTime       metav1.Duration `json:"maxNodeProvisionTime"`
 	EnforceNodeGroupMinSize    bool            `json:"enforceNodeGroupMinSize"`
+	// UnremovableNodeRecheckTimeout is how long a node found unremovable (a pod on it
+	// cannot move) is left alone before it is looked at again.
+	UnremovableNodeRecheckTimeout metav1.Duration `json:"unremovableNodeRecheckTimeout"`
 }
 
 // Image says which autoscaler image runs for a cluster.
@@ -55,18 +58,20 @@ type Image struct {
 
 // DefaultSettings are upstream's: the cluster-autoscaler chart's image repository and
 // the autoscaler's own flag defaults (least-waste expander, 10 s scans, 10 min
-// scale-down delays and unneeded time, 3 min after a failure, 15 min to provision).
+// scale-down delays and unneeded time, 3 min after a failure, 15 min to provision,
+// 5 min before an unremovable node is looked at again).
 func DefaultSettings() Settings {
 	return Settings{
-		Enabled:                    true,
-		Image:                      Image{Repository: "registry.k8s.io/autoscaling/cluster-autoscaler", PullPolicy: string(corev1.PullIfNotPresent)},
-		LogLevel:                   4,
-		ScanInterval:               metav1.Duration{Duration: 10 * time.Second},
-		Expander:                   "least-waste",
-		ScaleDownDelayAfterAdd:     metav1.Duration{Duration: 10 * time.Minute},
-		ScaleDownDelayAfterFailure: metav1.Duration{Duration: 3 * time.Minute},
-		ScaleDownUnneededTime:      metav1.Duration{Duration: 10 * time.Minute},
-		MaxNodeProvisionTime:       metav1.Duration{Duration: 15 * time.Minute},
+		Enabled:                       true,
+		Image:                         Image{Repository: "registry.k8s.io/autoscaling/cluster-autoscaler", PullPolicy: string(corev1.PullIfNotPresent)},
+		LogLevel:                      4,
+		ScanInterval:                  metav1.Duration{Duration: 10 * time.Second},
+		Expander:                      "least-waste",
+		ScaleDownDelayAfterAdd:        metav1.Duration{Duration: 10 * time.Minute},
+		ScaleDownDelayAfterFailure:    metav1.Duration{Duration: 3 * time.Minute},
+		ScaleDownUnneededTime:         metav1.Duration{Duration: 10 * time.Minute},
+		MaxNodeProvisionTime:          metav1.Duration{Duration: 15 * time.Minute},
+		UnremovableNodeRecheckTimeout: metav1.Duration{Duration: 5 * time.Minute},
 	}
 }
 
@@ -134,7 +139,7 @@ func (s Settings) validate() error {
 	for name, d := range map[string]time.Duration{
 		"scaleDownDelayAfterAdd": s.ScaleDownDelayAfterAdd.Duration, "scaleDownDelayAfterDelete": s.ScaleDownDelayAfterDelete.Duration,
 		"scaleDownDelayAfterFailure": s.ScaleDownDelayAfterFailure.Duration, "scaleDownUnneededTime": s.ScaleDownUnneededTime.Duration,
-		"maxNodeProvisionTime": s.MaxNodeProvisionTime.Duration,
+		"maxNodeProvisionTime": s.MaxNodeProvisionTime.Duration, "unremovableNodeRecheckTimeout": s.UnremovableNodeRecheckTimeout.Duration,
 	} {
 		if d < 0 {
 			bad("%s %s must not be negative", name, d)
