@@ -207,8 +207,11 @@ func autoscalerObjects(ctx context.Context, ns string, want bool) error {
 	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster}, c); err != nil {
 		return err
 	}
-	key := types.NamespacedName{Namespace: ns, Name: autoscaler.Name(cluster)}
-	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &appsv1.Deployment{}} {
+	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Secret{}, &appsv1.Deployment{}} {
+		key := types.NamespacedName{Namespace: ns, Name: autoscaler.Name(cluster)}
+		if _, ok := obj.(*corev1.Secret); ok {
+			key.Name = autoscaler.KubeconfigSecretName(cluster)
+		}
 		err := env.Client.Get(ctx, key, obj)
 		switch {
 		case !want && apierrors.IsNotFound(err):

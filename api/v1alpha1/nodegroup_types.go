@@ -170,6 +170,9 @@ type Autoscaling struct {
 	MaxNodeStartupTime *metav1.Duration `json:"maxNodeStartupTime,omitempty"`
 }
 
+// Autoscaled says whether cluster-autoscaler sizes the pool: its range has room.
+func (s *NodeGroupSpec) Autoscaled() bool { return s.MinReplicas < s.MaxReplicas }
+
 // LabelValue is a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.',
 // starting and ending with a letter or digit, or empty.
 // +kubebuilder:validation:MaxLength=63

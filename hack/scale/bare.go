@@ -49,7 +49,8 @@ var managedKinds = append(slices.Clip(templateKinds),
 	clusterv1.GroupVersion.WithKind("MachineDeployment"),
 	clusterv1.GroupVersion.WithKind("MachineHealthCheck"),
 	corev1.SchemeGroupVersion.WithKind("Secret"),
-	// Each cluster's autoscaler (every benchmark cluster has autoscaled pools).
+	// Each cluster's autoscaler (every benchmark cluster has autoscaled pools); its
+	// kubeconfig Secret is a Secret, above.
 	corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
 	rbacv1.SchemeGroupVersion.WithKind("Role"),
 	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"),
@@ -210,7 +211,7 @@ func (h *harness) autoscalers(ctx context.Context) ([][]*unstructured.Unstructur
 	if err != nil {
 		return nil, err
 	}
-	r := &autoscalerctl.Reconciler{Client: h.admin, Settings: settings, Catalog: catalog.Default()}
+	r := &autoscalerctl.Reconciler{Client: h.admin, APIReader: h.admin, Settings: settings, Catalog: catalog.Default()}
 	templates := []schema.GroupResource{capk.GroupVersion.WithResource("kubevirtmachinetemplates").GroupResource()}
 	out := make([][]*unstructured.Unstructured, len(h.tenant))
 	err = parallel(ctx, 8, len(h.tenant), func(ctx context.Context, i int) error {
@@ -218,7 +219,11 @@ func (h *harness) autoscalers(ctx context.Context) ([][]*unstructured.Unstructur
 		if err := h.admin.Get(ctx, client.ObjectKey{Namespace: h.tenant[i], Name: testenv.TenantCluster}, cluster); err != nil {
 			return err
 		}
-		in, waiting, err := r.Input(ctx, cluster, nil)
+		pools, err := r.AutoscaledPools(ctx, cluster)
+		if err != nil {
+			return err
+		}
+		in, waiting, err := r.Input(ctx, cluster, pools)
 		if err != nil {
 			return err
 		}

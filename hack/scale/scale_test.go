@@ -35,8 +35,8 @@ func TestReducedScale(t *testing.T) {
 	// Four objects per pool, and for each cluster (every namespace has Kairos and Talos
 	// pools, and autoscaled ones) the worker password Secret, the Talos join identity and
 	// its token in the tenant cluster, and its autoscaler's ServiceAccount, Role,
-	// RoleBinding and Deployment.
-	if want := pools*4 + 7*namespaces; res.Objects.Operator != want || res.Objects.Bare != want {
+	// RoleBinding, kubeconfig Secret and Deployment.
+	if want := pools*4 + 8*namespaces; res.Objects.Operator != want || res.Objects.Bare != want {
 		t.Errorf("objects: operator %d, bare client %d, want %d each", res.Objects.Operator, res.Objects.Bare, want)
 	}
 	// The same bodies, but for the identities' machine CA certificates: each has a

@@ -7,7 +7,8 @@
 // cluster" topology has it: the management side (MachineDeployments and their scale
 // subresource, MachineSets, Machines, MachinePools, machine templates) through its
 // ServiceAccount, in-cluster, confined to the namespace; the tenant side (Nodes and
-// Pods) through the Cluster's <cluster>-kubeconfig Secret, mounted as a file. It
+// Pods) through the Cluster's <cluster>-kubeconfig, copied with only its inline server,
+// CA and credentials into a Secret of its own and mounted as a file. It
 // discovers only that cluster's autoscaled pools: the namespace, the cluster's name and
 // render.LabelAutoscaled, which the operator puts on the MachineDeployments (and, through
 // their templates, the Machines) of autoscaled pools only.
@@ -78,15 +79,26 @@ type Input struct {
 	// (kubevirtmachinetemplates.infrastructure.cluster.x-k8s.io): the autoscaler reads
 	// them to size a node group it scales from zero.
 	TemplateResources []schema.GroupResource
+	// MachineDeployments are the names of the MachineDeployments of the cluster's
+	// autoscaled pools: the only ones whose scale the autoscaler may change.
+	MachineDeployments []string
 	// Settings are the platform's cluster-wide settings.
 	Settings Settings
+	// Kubeconfig is the tenant's kubeconfig as the autoscaler gets it: the Cluster's
+	// <cluster>-kubeconfig reduced to its inline server, CA and credentials
+	// (tenant.CleanKubeconfig), in a Secret of the autoscaler's own.
+	Kubeconfig []byte
 }
 
-// Name is the name of every object of the cluster's autoscaler.
+// Name is the name of every object of the cluster's autoscaler but its kubeconfig
+// Secret, KubeconfigSecretName.
 func Name(cluster string) string { return cluster + Suffix }
 
-// Objects are the ServiceAccount, Role, RoleBinding and Deployment of the cluster's
-// autoscaler, in that order (the order they are applied in).
+// KubeconfigSecretName is the Secret holding the autoscaler's tenant kubeconfig.
+func KubeconfigSecretName(cluster string) string { return cluster + Suffix + tenant.KubeconfigSuffix }
+
+// Objects are the ServiceAccount, Role, RoleBinding, kubeconfig Secret and Deployment of
+// the cluster's autoscaler, in that order (the order they are applied in).
 func Objects(in Input) []client.Object {
 	name := Name(in.Cluster.Name)
 	labels := Labels(in.Cluster.Name)
@@ -97,7 +109,7 @@ func Objects(in Input) []client.Object {
 	sa := &corev1.ServiceAccount{}
 	sa.TypeMeta, sa.ObjectMeta = meta("ServiceAccount", "v1")
 
-	role := &rbacv1.Role{Rules: Rules(in.TemplateResources)}
+	role := &rbacv1.Role{Rules: Rules(in.TemplateResources, in.MachineDeployments)}
 	role.TypeMeta, role.ObjectMeta = meta("Role", rbacv1.SchemeGroupVersion.String())
 
 	binding := &rbacv1.RoleBinding{
@@ -106,9 +118,13 @@ func Objects(in Input) []client.Object {
 	}
 	binding.TypeMeta, binding.ObjectMeta = meta("RoleBinding", rbacv1.SchemeGroupVersion.String())
 
+	kubeconfig := &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: map[string][]byte{tenant.KubeconfigKey: in.Kubeconfig}}
+	kubeconfig.TypeMeta, kubeconfig.ObjectMeta = meta("Secret", "v1")
+	kubeconfig.Name = KubeconfigSecretName(in.Cluster.Name)
+
 	dep := deployment(in, name, labels)
 	dep.TypeMeta, dep.ObjectMeta = meta("Deployment", appsv1.SchemeGroupVersion.String())
-	return []client.Object{sa, role, binding, dep}
+	return []client.Object{sa, role, binding, kubeconfig, dep}
 }
 
 // Labels are the labels of a cluster's autoscaler objects and Pods (apply adds the
@@ -119,15 +135,21 @@ func Labels(cluster string) map[string]string {
 
 // Rules is exactly what cluster-autoscaler's clusterapi provider does on the management
 // side: it watches the scalable resources and Machines through informers, reads and
-// patches a MachineDeployment's scale subresource to resize it, reads and updates a
-// Machine to mark it for deletion, and watches the machine templates to size a node
-// group at zero. It needs nothing else: no Secrets, no Clusters, no deletes.
-func Rules(templates []schema.GroupResource) []rbacv1.PolicyRule {
+// patches a MachineDeployment's scale subresource to resize it (only those of the
+// cluster's autoscaled pools, by name: not a fixed pool's, not another cluster's of the
+// same namespace), reads and updates a Machine to mark it for deletion, and watches the
+// machine templates to size a node group at zero. It needs nothing else: no Secrets, no
+// Clusters, no deletes.
+func Rules(templates []schema.GroupResource, machineDeployments []string) []rbacv1.PolicyRule {
+	scaled := slices.Compact(slices.Sorted(slices.Values(machineDeployments)))
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machinedeployments", "machinepools", "machines", "machinesets"}, Verbs: []string{"list", "watch"}},
-		{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machinedeployments/scale"}, Verbs: []string{"get", "patch"}},
-		{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machines"}, Verbs: []string{"get", "update"}},
 	}
+	if len(scaled) > 0 {
+		// Never without names: a rule without resourceNames grants every object.
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machinedeployments/scale"}, Verbs: []string{"get", "patch"}, ResourceNames: scaled})
+	}
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machines"}, Verbs: []string{"get", "update"}})
 	byGroup := map[string][]string{}
 	for _, t := range templates {
 		if !slices.Contains(byGroup[t.Group], t.Resource) {
@@ -221,7 +243,7 @@ func deployment(in Input, name string, labels map[string]string) *appsv1.Deploym
 					Volumes: []corev1.Volume{{
 						Name: "tenant-kubeconfig",
 						VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName:  in.Cluster.Name + tenant.KubeconfigSuffix,
+							SecretName:  KubeconfigSecretName(in.Cluster.Name),
 							Items:       []corev1.KeyToPath{{Key: tenant.KubeconfigKey, Path: KubeconfigFile}},
 							DefaultMode: ptr.To[int32](0o440),
 						}},

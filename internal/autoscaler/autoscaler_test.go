@@ -26,10 +26,12 @@ func input(t *testing.T, mutate func(*autoscaler.Input)) autoscaler.Input {
 		t.Fatal("the catalog knows no autoscaler for v1.35")
 	}
 	in := autoscaler.Input{
-		Cluster:           types.NamespacedName{Namespace: "tenant-a", Name: "tenant-a"},
-		Image:             image,
-		TemplateResources: []schema.GroupResource{kubevirtTemplates},
-		Settings:          s,
+		Cluster:            types.NamespacedName{Namespace: "tenant-a", Name: "tenant-a"},
+		Image:              image,
+		TemplateResources:  []schema.GroupResource{kubevirtTemplates},
+		MachineDeployments: []string{"tenant-a-workers", "tenant-a-gpu"},
+		Settings:           s,
+		Kubeconfig:         []byte("apiVersion: v1\nkind: Config\n"),
 	}
 	if mutate != nil {
 		mutate(&in)
@@ -135,5 +137,17 @@ func TestParseSettings(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A Role for no autoscaled MachineDeployment grants no scale at all: a scale rule
+// without resourceNames would grant every MachineDeployment's.
+func TestRulesWithoutMachineDeploymentsGrantNoScale(t *testing.T) {
+	for _, r := range autoscaler.Rules([]schema.GroupResource{kubevirtTemplates}, nil) {
+		for _, res := range r.Resources {
+			if res == "machinedeployments/scale" {
+				t.Fatalf("a scale rule for no MachineDeployment: %+v", r)
+			}
+		}
 	}
 }

@@ -11,9 +11,9 @@ const (
 	// LabelAutoscaled marks the MachineDeployment of an autoscaled pool (minReplicas
 	// below maxReplicas) and, through its machine template, the pool's MachineSets and
 	// Machines (Cluster API propagates template labels in place, without a rollout):
-	// the cluster's autoscaler discovers node groups by it, and it checks a Machine
-	// against the same selector before it scales one down. A fixed pool does not carry
-	// it, so no autoscaler ever looks at it.
+	// the cluster's autoscaler discovers node groups by it (and checks a Machine's
+	// MachineSet and MachineDeployment against it before it removes the Machine). A
+	// fixed pool does not carry it, so no autoscaler ever looks at it.
 	LabelAutoscaled = "nodegroup.io/autoscaled"
 	// AutoscaledValue is the value of LabelAutoscaled.
 	AutoscaledValue = "true"

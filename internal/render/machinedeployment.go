@@ -25,7 +25,7 @@ func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.Cont
 		machineLabels[NodeRolePrefix+role] = ""
 	}
 	labels := meta.labels
-	if in.Spec.MinReplicas < in.Spec.MaxReplicas {
+	if in.Spec.Autoscaled() {
 		labels = maps.Clone(meta.labels)
 		labels[LabelAutoscaled] = AutoscaledValue
 		machineLabels[LabelAutoscaled] = AutoscaledValue

@@ -31,6 +31,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -208,6 +209,27 @@ func restConfig(data []byte) (*rest.Config, error) {
 		},
 		BearerToken: user.Token,
 	}, nil
+}
+
+// CleanKubeconfig is the kubeconfig in data reduced to what restConfig accepts (a
+// server, a CA, a client certificate and key or a token, all inline), written anew: what
+// the operator hands on to a process of its own making (a cluster's autoscaler), so a
+// kubeconfig Secret's writer cannot make that process run a command, read its
+// ServiceAccount token from a file or send it through a proxy. A kubeconfig restConfig
+// refuses is refused here with the same error.
+func CleanKubeconfig(data []byte) ([]byte, error) {
+	cfg, err := restConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["tenant"] = &clientcmdapi.Cluster{
+		Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TLSServerName: cfg.ServerName, InsecureSkipTLSVerify: cfg.Insecure,
+	}
+	kc.AuthInfos["tenant"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["tenant"] = &clientcmdapi.Context{Cluster: "tenant", AuthInfo: "tenant"}
+	kc.CurrentContext = "tenant"
+	return clientcmd.Write(*kc)
 }
 
 // Follow makes the connection watch exactly the token Secrets of these names in the

@@ -3,6 +3,8 @@ package tenant
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // A kubeconfig with its credentials inline is read; one that would make the operator
@@ -37,5 +39,49 @@ users: [{name: u, user: {%USER%}}]
 		if _, err := restConfig(kc(c[0], c[1])); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// The autoscaler's copy keeps the server, CA, TLS name and credentials and nothing
+// else (other contexts, extensions, preferences), and is refused as restConfig refuses.
+func TestCleanKubeconfigKeepsOnlyTheInlineCredentials(t *testing.T) {
+	in := []byte(`apiVersion: v1
+kind: Config
+current-context: c
+preferences: {colors: true}
+contexts:
+- {name: c, context: {cluster: k, user: u, namespace: kube-system}}
+- {name: other, context: {cluster: k2, user: u2}}
+clusters:
+- {name: k, cluster: {server: "https://10.0.0.1:6443", certificate-authority-data: Y2E=, tls-server-name: api.tenant}}
+- {name: k2, cluster: {server: "https://evil.example.com"}}
+users:
+- {name: u, user: {client-certificate-data: Y2VydA==, client-key-data: a2V5}}
+- {name: u2, user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}}
+`)
+	out, err := CleanKubeconfig(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kc.Contexts) != 1 || len(kc.Clusters) != 1 || len(kc.AuthInfos) != 1 || len(kc.Extensions) != 0 {
+		t.Fatalf("the copy holds more than one context, cluster and user:\n%s", out)
+	}
+	cfg, err := restConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://10.0.0.1:6443" || string(cfg.CAData) != "ca" || cfg.ServerName != "api.tenant" ||
+		string(cfg.CertData) != "cert" || string(cfg.KeyData) != "key" || cfg.BearerToken != "" {
+		t.Errorf("copy %+v", cfg)
+	}
+	if strings.Contains(string(out), "tokenFile") || strings.Contains(string(out), "evil") {
+		t.Errorf("the copy keeps what it should drop:\n%s", out)
+	}
+	if _, err := CleanKubeconfig([]byte(strings.Replace(string(in), "current-context: c", "current-context: other", 1))); err == nil {
+		t.Error("a current context with a tokenFile user was copied")
 	}
 }

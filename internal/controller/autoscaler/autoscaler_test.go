@@ -1,6 +1,7 @@
 package autoscaler_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -13,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +24,9 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
 
 // discovery is the autoscaler's node group discovery for the tenant's Cluster in ns.
@@ -51,13 +56,15 @@ func waitTemplateRule(t *testing.T, ns string) *rbacv1.Role {
 	return role
 }
 
-// TestAutoscaledPoolGetsTheFourObjects: a Cluster with an autoscaled pool gets its
-// ServiceAccount, Role, RoleBinding and Deployment, controlled by the Cluster and
-// labelled as the operator's, and nothing else; the Deployment discovers exactly this
-// cluster's pools and runs the catalog's autoscaler for the cluster's minor; the Role
-// names the machine template kind of the pool's MachineDeployment. The state is Starting
-// until the Deployment has an available replica, then Running, on the pool as well.
-func TestAutoscaledPoolGetsTheFourObjects(t *testing.T) {
+// TestAutoscaledPoolGetsTheFiveObjects: a Cluster with an autoscaled pool gets its
+// ServiceAccount, Role, RoleBinding, kubeconfig Secret and Deployment, controlled by the
+// Cluster and labelled as the operator's, and nothing else; the Deployment discovers
+// exactly this cluster's pools, runs the catalog's autoscaler for the cluster's minor
+// and mounts the copy of the tenant kubeconfig, not <cluster>-kubeconfig; the Role names
+// the machine template kind of the pool's MachineDeployment and that MachineDeployment
+// alone for its scale. The state is Starting until the Deployment's current template
+// has an available replica and no old one runs, then Running, on the pool as well.
+func TestAutoscaledPoolGetsTheFiveObjects(t *testing.T) {
 	ctx := context.Background()
 	ns := newTenant(t)
 	ng := newPool(t, ns, "workers", 0, 5)
@@ -77,9 +84,14 @@ func TestAutoscaledPoolGetsTheFourObjects(t *testing.T) {
 		}
 	}
 
-	// Exactly these four: no other object of these kinds carries the operator's label
-	// or the autoscaler's name label in the namespace.
-	for _, list := range []client.ObjectList{&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &appsv1.DeploymentList{}} {
+	// Exactly these five: no other object of these kinds carries the autoscaler's name
+	// label in the namespace, nor, but Secrets (the pool controller makes some), the
+	// operator's label.
+	for _, list := range []client.ObjectList{&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &corev1.SecretList{}, &appsv1.DeploymentList{}} {
+		want := name
+		if _, ok := list.(*corev1.SecretList); ok {
+			want = secretName
+		}
 		for _, sel := range []client.MatchingLabels{{render.LabelManagedBy: render.ManagedByValue}, {autoscaler.LabelName: "cluster-autoscaler"}} {
 			if err := env.Client.List(ctx, list, client.InNamespace(ns), sel); err != nil {
 				t.Fatal(err)
@@ -88,10 +100,28 @@ func TestAutoscaledPoolGetsTheFourObjects(t *testing.T) {
 			for _, item := range mustItems(t, list) {
 				names = append(names, item.GetName())
 			}
-			if !slices.Equal(names, []string{name}) {
-				t.Errorf("%T with %v: %v, want only %s", list, sel, names, name)
+			if _, ok := list.(*corev1.SecretList); ok && sel[render.LabelManagedBy] != "" {
+				if !slices.Contains(names, want) {
+					t.Errorf("%T with %v: %v, want %s among them", list, sel, names, want)
+				}
+				continue
+			}
+			if !slices.Equal(names, []string{want}) {
+				t.Errorf("%T with %v: %v, want only %s", list, sel, names, want)
 			}
 		}
+	}
+
+	// The Secret holds the tenant kubeconfig as the operator cleans it, and the
+	// Deployment mounts it.
+	secret := &corev1.Secret{}
+	mustGet(t, ns, secretName, secret)
+	clean, err := tenant.CleanKubeconfig(validKubeconfig(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret.Type != corev1.SecretTypeOpaque || len(secret.Data) != 1 || !bytes.Equal(secret.Data[tenant.KubeconfigKey], clean) {
+		t.Errorf("Secret %s: type %s, data %q, want %q at %q", secretName, secret.Type, secret.Data, clean, tenant.KubeconfigKey)
 	}
 
 	binding := &rbacv1.RoleBinding{}
@@ -107,6 +137,9 @@ func TestAutoscaledPoolGetsTheFourObjects(t *testing.T) {
 	mustGet(t, ns, name, dep)
 	if dep.Spec.Template.Spec.ServiceAccountName != name {
 		t.Errorf("Deployment runs as %q, want %s", dep.Spec.Template.Spec.ServiceAccountName, name)
+	}
+	if got := mountedSecrets(dep); !slices.Equal(got, []string{secretName}) {
+		t.Errorf("Deployment mounts the Secrets %v, want only %s", got, secretName)
 	}
 	if len(dep.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("Deployment containers: %d", len(dep.Spec.Template.Spec.Containers))
@@ -133,19 +166,36 @@ func TestAutoscaledPoolGetsTheFourObjects(t *testing.T) {
 		t.Fatalf("the pool's MachineDeployment names %s %s", ref.APIGroup, ref.Kind)
 	}
 	role := waitTemplateRule(t, ns)
-	if want := autoscaler.Rules([]schema.GroupResource{{Group: "infrastructure.cluster.x-k8s.io", Resource: "kubevirtmachinetemplates"}}); !rulesEqual(role.Rules, want) {
+	if md.Name != render.MachineDeploymentName(cluster, ng.Name) {
+		t.Fatalf("the pool's MachineDeployment is %s, not render.MachineDeploymentName's %s", md.Name, render.MachineDeploymentName(cluster, ng.Name))
+	}
+	if want := autoscaler.Rules([]schema.GroupResource{{Group: "infrastructure.cluster.x-k8s.io", Resource: "kubevirtmachinetemplates"}}, []string{md.Name}); !rulesEqual(role.Rules, want) {
 		t.Errorf("Role rules:\n%+v\nwant\n%+v", role.Rules, want)
 	}
 
-	// Nothing runs Deployments here: Starting until its status says a replica is
-	// available, then Running, on the pool too.
+	// Nothing runs Deployments here: Starting until its status says a replica of the
+	// current template is available and no other runs, then Running, on the pool too.
 	waitState(t, ns, metav1.ConditionFalse, autoscalerctl.ReasonStarting)
 	waitPoolCondition(t, ng, metav1.ConditionFalse, autoscalerctl.ReasonStarting)
-	mustGet(t, ns, name, dep)
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
-	if err := env.Client.Status().Update(ctx, dep); err != nil {
-		t.Fatal(err)
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
+		t.Fatalf("Deployment replicas %v, want 1", dep.Spec.Replicas)
 	}
+	for _, rollout := range []struct {
+		what string
+		st   appsv1.DeploymentStatus
+	}{
+		{"an old ReplicaSet's Pod is available, none of the current template", appsv1.DeploymentStatus{Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 0}},
+		{"the current template's Pod is up, the old one still runs", appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}},
+		{"an older generation is observed", appsv1.DeploymentStatus{ObservedGeneration: -1, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}},
+		{"the current template's Pod is not available", appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1}},
+	} {
+		setDeploymentStatus(t, ns, rollout.st)
+		reconcile(t, ns)
+		if st, _ := status.Autoscaler(key(ns)); st.Reason != autoscalerctl.ReasonStarting {
+			t.Errorf("%s: state %s %s, want Starting", rollout.what, st.Status, st.Reason)
+		}
+	}
+	setDeploymentStatus(t, ns, appsv1.DeploymentStatus{Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1})
 	st := waitState(t, ns, metav1.ConditionTrue, autoscalerctl.ReasonRunning)
 	if !strings.Contains(st.Message, ctr.Image) {
 		t.Errorf("Running message does not name the image: %s", st.Message)
@@ -153,8 +203,51 @@ func TestAutoscaledPoolGetsTheFourObjects(t *testing.T) {
 	waitPoolCondition(t, ng, metav1.ConditionTrue, autoscalerctl.ReasonRunning)
 }
 
+// setDeploymentStatus writes the status of the tenant's autoscaler Deployment (nothing
+// runs Deployments here), at its current generation, but at the one before when
+// st.ObservedGeneration is negative.
+func setDeploymentStatus(t *testing.T, ns string, st appsv1.DeploymentStatus) {
+	t.Helper()
+	dep := &appsv1.Deployment{}
+	mustGet(t, ns, name, dep)
+	observed := dep.Generation
+	if st.ObservedGeneration < 0 {
+		observed--
+	}
+	st.ObservedGeneration = observed
+	dep.Status = st
+	if err := env.Client.Status().Update(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	// The controller reads the Deployment from the manager's cache: a reconcile run
+	// next must see this status.
+	eventually(t, "the cache sees the Deployment's status", func() bool {
+		cached := &appsv1.Deployment{}
+		return reconciler.Client.Get(context.Background(), client.ObjectKeyFromObject(dep), cached) == nil &&
+			cached.ResourceVersion == dep.ResourceVersion
+	})
+}
+
+// mountedSecrets are the Secrets the Deployment's Pods mount.
+func mountedSecrets(dep *appsv1.Deployment) []string {
+	var out []string
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			out = append(out, v.Secret.SecretName)
+		}
+		if v.Projected != nil {
+			for _, s := range v.Projected.Sources {
+				if s.Secret != nil {
+					out = append(out, s.Secret.Name)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // TestFixedSizePoolsGetNone: a cluster whose pools are all fixed-size gets no
-// autoscaler; an autoscaled pool brings it, making that pool fixed removes all four
+// autoscaler; an autoscaled pool brings it, making that pool fixed removes all five
 // objects, and deleting the last autoscaled pool removes them too.
 func TestFixedSizePoolsGetNone(t *testing.T) {
 	ns := newTenant(t)
@@ -295,14 +388,14 @@ func TestForeignObjectsAreNeverTouched(t *testing.T) {
 		waitRendered(t, ng)
 		reconcile(t, ns)
 		checkUntouched(t, ns, &appsv1.Deployment{}, before)
-		if objs := liveObjects(t, ns); len(objs) != 4 {
+		if objs := liveObjects(t, ns); len(objs) != 5 {
 			t.Errorf("objects: %v", kinds(objs))
 		}
 
-		// The pool goes: the operator's three are removed, the foreign one stays. The
+		// The pool goes: the operator's four are removed, the foreign one stays. The
 		// Deployment is looked at first, so once the ServiceAccount is gone it was passed.
 		deletePool(t, ng)
-		eventually(t, "the operator's ServiceAccount, Role and RoleBinding removed", func() bool {
+		eventually(t, "the operator's ServiceAccount, Role, RoleBinding and Secret removed", func() bool {
 			objs := liveObjects(t, ns)
 			return len(objs) == 1 && kinds(objs)[0] == "*v1.Deployment"
 		})
@@ -345,7 +438,7 @@ func TestTwoTenants(t *testing.T) {
 				t.Errorf("%T %s/%s is not its own cluster's", obj, obj.GetNamespace(), obj.GetName())
 			}
 		}
-		dep := objs[3].(*appsv1.Deployment)
+		dep := objs[4].(*appsv1.Deployment)
 		if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, discovery(ns)) {
 			t.Errorf("%s: args lack %s: %v", ns, discovery(ns), args)
 		}
@@ -366,7 +459,7 @@ func TestTwoTenants(t *testing.T) {
 }
 
 // TestSteadyStateWritesNothing: once a cluster's autoscaler is in place, a reconcile of
-// the Cluster, direct or caused by an event, sends no write: each of the four objects is
+// the Cluster, direct or caused by an event, sends no write: each of the five objects is
 // compared by a dry run and left alone, and no resourceVersion moves.
 func TestSteadyStateWritesNothing(t *testing.T) {
 	ns := newTenant(t)
@@ -385,7 +478,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 		return out
 	}
 	rvBefore := versions()
-	if len(rvBefore) != 4 {
+	if len(rvBefore) != 5 {
 		t.Fatalf("objects: %v", rvBefore)
 	}
 	stats, written := reconciler.Applier.Stats(), writes.Load()
@@ -395,12 +488,12 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 		reconcile(t, ns)
 	}
 	after := reconciler.Applier.Stats()
-	// Every reconcile ran to the end: a dry run and a skip for each of the four objects.
-	if d := after.DryRuns - stats.DryRuns; d < 4*resyncs {
-		t.Errorf("%d resyncs made %d dry runs, want at least %d: they did not reach the objects", resyncs, d, 4*resyncs)
+	// Every reconcile ran to the end: a dry run and a skip for each of the five objects.
+	if d := after.DryRuns - stats.DryRuns; d < 5*resyncs {
+		t.Errorf("%d resyncs made %d dry runs, want at least %d: they did not reach the objects", resyncs, d, 5*resyncs)
 	}
-	if d := after.Skipped - stats.Skipped; d < 4*resyncs {
-		t.Errorf("%d resyncs left %d objects alone, want at least %d", resyncs, d, 4*resyncs)
+	if d := after.Skipped - stats.Skipped; d < 5*resyncs {
+		t.Errorf("%d resyncs left %d objects alone, want at least %d", resyncs, d, 5*resyncs)
 	}
 	if d := after.Applies - stats.Applies; d != 0 {
 		t.Errorf("%d steady-state resyncs sent %d applies, want 0", resyncs, d)
@@ -420,7 +513,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 		c.Annotations["example.org/touched"] = "yes"
 	})
 	eventually(t, "a reconcile after the Cluster's annotation changed", func() bool {
-		return reconciler.Applier.Stats().Skipped-stats.Skipped >= 4
+		return reconciler.Applier.Stats().Skipped-stats.Skipped >= 5
 	})
 	waitQuiet(t)
 	after = reconciler.Applier.Stats()
@@ -430,4 +523,220 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	if rvAfter := versions(); !equality.Semantic.DeepEqual(rvAfter, rvBefore) {
 		t.Errorf("steady state moved objects:\n%v\nwas\n%v", rvAfter, rvBefore)
 	}
+}
+
+// TestKubeconfig: the autoscaler gets the tenant's <cluster>-kubeconfig only as the
+// operator cleans it (tenant.CleanKubeconfig), in a Secret of its own. Until the
+// kubeconfig exists the state is WaitingForKubeconfig and nothing is made, and its
+// creation brings the objects; a kubeconfig the operator refuses (an exec plugin, a
+// token file, a proxy, impersonation, basic auth) is InvalidKubeconfig, on the pool
+// too, and nothing is made of it; what the operator does not use (other contexts,
+// clusters and users, preferences, a namespace) is dropped; a changed kubeconfig is
+// copied again, and a deleted copy is put back.
+func TestKubeconfig(t *testing.T) {
+	t.Run("Missing", func(t *testing.T) {
+		ns := newTenantWithout(t)
+		ng := newPool(t, ns, "workers", 1, 3)
+		st := waitState(t, ns, metav1.ConditionFalse, autoscalerctl.ReasonWaitingKubeconfig)
+		if !strings.Contains(st.Message, kubeconfigName) {
+			t.Errorf("WaitingForKubeconfig message does not name %s: %s", kubeconfigName, st.Message)
+		}
+		waitPoolCondition(t, ng, metav1.ConditionFalse, autoscalerctl.ReasonWaitingKubeconfig)
+		waitRendered(t, ng)
+		reconcile(t, ns)
+		if objs := liveObjects(t, ns); len(objs) != 0 {
+			t.Fatalf("without the tenant kubeconfig the controller made %v", kinds(objs))
+		}
+		// The control-plane provider writes it: its creation is an event.
+		setKubeconfig(t, ns, validKubeconfig(ns))
+		waitAll(t, ns)
+		waitState(t, ns, metav1.ConditionFalse, autoscalerctl.ReasonStarting)
+		waitPoolCondition(t, ng, metav1.ConditionFalse, autoscalerctl.ReasonStarting)
+		checkCopy(t, ns, validKubeconfig(ns))
+	})
+
+	t.Run("Refused", func(t *testing.T) {
+		ns := newTenantWithout(t)
+		valid := string(validKubeconfig(ns))
+		refused := []struct{ what, kubeconfig string }{
+			{"tokenFile", string(validKubeconfig(ns, "tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token"))},
+			{"exec", string(validKubeconfig(ns, "exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, id], interactiveMode: Never}"))},
+			{"client-key (a file)", string(validKubeconfig(ns, "client-certificate: /etc/tls/tls.crt, client-key: /etc/tls/tls.key"))},
+			{"as (impersonation)", string(validKubeconfig(ns, "as: system:admin"))},
+			{"username and password", string(validKubeconfig(ns, "username: admin, password: secret"))},
+			{"proxy-url", strings.Replace(valid, "certificate-authority-data: Y2E=}", `certificate-authority-data: Y2E=, proxy-url: "http://proxy.example.com:3128"}`, 1)},
+			{"certificate-authority (a file)", strings.Replace(valid, "certificate-authority-data: Y2E=}", "certificate-authority: /etc/ca.crt}", 1)},
+		}
+		setKubeconfig(t, ns, []byte(refused[0].kubeconfig))
+		ng := newPool(t, ns, "workers", 1, 3)
+		waitState(t, ns, metav1.ConditionFalse, autoscalerctl.ReasonInvalidKubeconfig)
+		waitPoolCondition(t, ng, metav1.ConditionFalse, autoscalerctl.ReasonInvalidKubeconfig)
+		waitRendered(t, ng)
+		for _, r := range refused {
+			if !strings.Contains(r.kubeconfig, strings.Fields(strings.TrimSuffix(r.what, " (a file)"))[0]) {
+				t.Fatalf("%s: the kubeconfig does not hold it:\n%s", r.what, r.kubeconfig)
+			}
+			setKubeconfig(t, ns, []byte(r.kubeconfig))
+			reconcile(t, ns) // the kubeconfig is read live
+			st, _ := status.Autoscaler(key(ns))
+			if st.Status != metav1.ConditionFalse || st.Reason != autoscalerctl.ReasonInvalidKubeconfig {
+				t.Errorf("%s: state %s %s, want False %s", r.what, st.Status, st.Reason, autoscalerctl.ReasonInvalidKubeconfig)
+			} else if !strings.Contains(st.Message, r.what) || !strings.Contains(st.Message, kubeconfigName) {
+				t.Errorf("%s: InvalidKubeconfig message does not name it and %s: %s", r.what, kubeconfigName, st.Message)
+			}
+			if objs := liveObjects(t, ns); len(objs) != 0 {
+				t.Fatalf("%s: of a refused kubeconfig the controller made %v", r.what, kinds(objs))
+			}
+		}
+		// Fixed by its writer: a change of the Secret is an event.
+		setKubeconfig(t, ns, validKubeconfig(ns))
+		waitAll(t, ns)
+		waitState(t, ns, metav1.ConditionFalse, autoscalerctl.ReasonStarting)
+		checkCopy(t, ns, validKubeconfig(ns))
+
+		// Refused again once the autoscaler runs: the copy is left as it was, never
+		// made of the refused kubeconfig.
+		setKubeconfig(t, ns, []byte(refused[0].kubeconfig))
+		waitState(t, ns, metav1.ConditionFalse, autoscalerctl.ReasonInvalidKubeconfig)
+		waitPoolCondition(t, ng, metav1.ConditionFalse, autoscalerctl.ReasonInvalidKubeconfig)
+		checkCopy(t, ns, validKubeconfig(ns))
+	})
+
+	t.Run("Cleaned", func(t *testing.T) {
+		ns := newTenantWithout(t)
+		full := []byte(`apiVersion: v1
+kind: Config
+current-context: admin@tenant
+preferences: {colors: true}
+clusters:
+- name: tenant
+  cluster: {server: "https://tenant.` + ns + `.svc:6443", certificate-authority-data: Y2E=, tls-server-name: tenant.example.com}
+- name: elsewhere
+  cluster: {server: "https://evil.example.com", proxy-url: "http://proxy.example.com:3128"}
+contexts:
+- name: admin@tenant
+  context: {cluster: tenant, user: admin, namespace: kube-system}
+- name: other
+  context: {cluster: elsewhere, user: thief}
+users:
+- name: admin
+  user: {client-certificate-data: Y2VydA==, client-key-data: a2V5}
+- name: thief
+  user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token, exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}}
+`)
+		setKubeconfig(t, ns, full)
+		newPool(t, ns, "workers", 1, 3)
+		waitAll(t, ns)
+		copied := checkCopy(t, ns, full)
+		for _, dropped := range []string{"evil", "proxy", "thief", "tokenFile", "/bin/sh", "kube-system", "colors", "elsewhere"} {
+			if strings.Contains(string(copied), dropped) {
+				t.Errorf("the copy keeps %q:\n%s", dropped, copied)
+			}
+		}
+		kc, err := clientcmd.Load(copied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kc.Contexts) != 1 || len(kc.Clusters) != 1 || len(kc.AuthInfos) != 1 {
+			t.Errorf("the copy holds %d contexts, %d clusters, %d users, want one each:\n%s", len(kc.Contexts), len(kc.Clusters), len(kc.AuthInfos), copied)
+		}
+		cur := kc.Contexts[kc.CurrentContext]
+		if cur == nil || kc.Clusters[cur.Cluster] == nil || kc.AuthInfos[cur.AuthInfo] == nil {
+			t.Fatalf("the copy's current context names no cluster or user:\n%s", copied)
+		}
+		if c, u := kc.Clusters[cur.Cluster], kc.AuthInfos[cur.AuthInfo]; c.Server != "https://tenant."+ns+".svc:6443" || string(c.CertificateAuthorityData) != "ca" ||
+			c.TLSServerName != "tenant.example.com" || string(u.ClientCertificateData) != "cert" || string(u.ClientKeyData) != "key" {
+			t.Errorf("the copy's server, CA and credentials are not the kubeconfig's:\n%s", copied)
+		}
+
+		// The provider rotates the credentials: the copy follows (the Secret's change is
+		// an event).
+		rotated := validKubeconfig(ns)
+		setKubeconfig(t, ns, rotated)
+		want, err := tenant.CleanKubeconfig(rotated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the copy follows the rotated kubeconfig", func() bool {
+			s := &corev1.Secret{}
+			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, s) == nil &&
+				bytes.Equal(s.Data[tenant.KubeconfigKey], want)
+		})
+
+		// Someone deletes the copy: it is put back (its deletion is an event).
+		s := &corev1.Secret{}
+		mustGet(t, ns, secretName, s)
+		if err := env.Client.Delete(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the copy put back", func() bool {
+			again := &corev1.Secret{}
+			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, again) == nil &&
+				again.UID != s.UID && bytes.Equal(again.Data[tenant.KubeconfigKey], want)
+		})
+	})
+}
+
+// checkCopy holds that the autoscaler's Secret holds the tenant kubeconfig from, as
+// tenant.CleanKubeconfig makes it, and returns it.
+func checkCopy(t *testing.T, ns string, from []byte) []byte {
+	t.Helper()
+	want, err := tenant.CleanKubeconfig(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &corev1.Secret{}
+	mustGet(t, ns, secretName, s)
+	if got := s.Data[tenant.KubeconfigKey]; !bytes.Equal(got, want) {
+		t.Errorf("the autoscaler's kubeconfig:\n%s\nwant\n%s", got, want)
+	}
+	return s.Data[tenant.KubeconfigKey]
+}
+
+// TestControlPlaneUpgrade: the control plane's upgrade to the next minor (the
+// KamajiControlPlane's spec.version, watched) rolls the autoscaler onto the catalog's
+// release for that minor, with no other event.
+func TestControlPlaneUpgrade(t *testing.T) {
+	ctx := context.Background()
+	ns := newTenant(t)
+	ng := newPool(t, ns, "workers", 1, 3)
+	waitRendered(t, ng)
+	waitAll(t, ns)
+	image := func() string {
+		dep := &appsv1.Deployment{}
+		mustGet(t, ns, name, dep)
+		return dep.Spec.Template.Spec.Containers[0].Image
+	}
+	const repo = "registry.k8s.io/autoscaling/cluster-autoscaler:"
+	old, ok := catalog.Default().Lookup("v1.35")
+	if !ok {
+		t.Fatal("the catalog has no v1.35")
+	}
+	if got := image(); got != repo+old.ClusterAutoscaler {
+		t.Fatalf("image %s, want %s", got, repo+old.ClusterAutoscaler)
+	}
+	next, ok := catalog.Default().Lookup("v1.36")
+	if !ok || next.ClusterAutoscaler == "" || next.ClusterAutoscaler == old.ClusterAutoscaler {
+		t.Fatalf("the catalog pairs v1.36 with cluster-autoscaler %q (v1.35: %q)", next.ClusterAutoscaler, old.ClusterAutoscaler)
+	}
+	waitQuiet(t)
+
+	kcp := &unstructured.Unstructured{}
+	kcp.SetGroupVersionKind(controlplanedns.KamajiControlPlaneGVK)
+	mustGet(t, ns, cluster, kcp)
+	if v, _, _ := unstructured.NestedString(kcp.Object, "spec", "version"); !strings.HasPrefix(v, "v1.35.") {
+		t.Fatalf("the control plane runs %q, want v1.35.x", v)
+	}
+	patch := client.MergeFrom(kcp.DeepCopy())
+	if err := unstructured.SetNestedField(kcp.Object, "v1.36.3", "spec", "version"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Patch(ctx, kcp, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the autoscaler runs cluster-autoscaler "+next.ClusterAutoscaler, func() bool { return image() == repo+next.ClusterAutoscaler })
+	eventually(t, "the state names the new release", func() bool {
+		st, _ := status.Autoscaler(key(ns))
+		return st.Reason == autoscalerctl.ReasonStarting && strings.Contains(st.Message, repo+next.ClusterAutoscaler)
+	})
 }

@@ -22,13 +22,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +37,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
 
@@ -55,6 +55,8 @@ const (
 	ReasonUnsupportedVersion = "UnsupportedVersion"
 	ReasonWaitingForVersion  = "WaitingForControlPlaneVersion"
 	ReasonApplyFailed        = "ApplyFailed"
+	ReasonWaitingKubeconfig  = "WaitingForKubeconfig"
+	ReasonInvalidKubeconfig  = "InvalidKubeconfig"
 )
 
 // versionPoll is how often a cluster whose Kubernetes version is not known yet is looked
@@ -75,9 +77,12 @@ type Reconciler struct {
 	Catalog   *catalog.Catalog
 	Status    *tenant.Status
 	Recorder  events.EventRecorder
+
+	resolver *resolve.Resolver
 }
 
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // The autoscaler's Role grants what follows; Kubernetes lets the operator grant only
@@ -126,7 +131,7 @@ func (r *Reconciler) autoscaledPools(ctx context.Context, c *clusterv1.Cluster) 
 	}
 	var out []v1.NodeGroup
 	for _, ng := range list.Items {
-		if ng.Spec.ClusterName == c.Name && ng.DeletionTimestamp.IsZero() && ng.Spec.MinReplicas < ng.Spec.MaxReplicas {
+		if ng.Spec.ClusterName == c.Name && ng.DeletionTimestamp.IsZero() && ng.Spec.Autoscaled() {
 			out = append(out, ng)
 		}
 	}
@@ -170,6 +175,12 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, pools []v1.
 	return ctrl.Result{}, nil
 }
 
+// AutoscaledPools are the Cluster's pools, not being deleted, whose range lets the
+// autoscaler scale them.
+func (r *Reconciler) AutoscaledPools(ctx context.Context, c *clusterv1.Cluster) ([]v1.NodeGroup, error) {
+	return r.autoscaledPools(ctx, c)
+}
+
 // Input is what the Cluster's autoscaler is made from, given its autoscaled pools; when
 // it cannot be made yet, waiting says why instead.
 func (r *Reconciler) Input(ctx context.Context, c *clusterv1.Cluster, pools []v1.NodeGroup) (in autoscaler.Input, waiting *tenant.Condition, err error) {
@@ -187,11 +198,42 @@ func (r *Reconciler) Input(ctx context.Context, c *clusterv1.Cluster, pools []v1
 			Message: fmt.Sprintf("no cluster-autoscaler release is known for Kubernetes %s: the catalog pairs one with %s; a platform may name a tag for this minor in the chart value autoscaler.image.tags",
 				version, strings.Join(r.Catalog.Minors(), ", "))}, nil
 	}
+	kubeconfig, waiting, err := r.kubeconfig(ctx, c)
+	if err != nil || waiting != nil {
+		return in, waiting, err
+	}
 	templates, err := r.templateResources(ctx, c)
 	if err != nil {
 		return in, nil, err
 	}
-	return autoscaler.Input{Cluster: client.ObjectKeyFromObject(c), Image: image, TemplateResources: templates, Settings: r.Settings}, nil, nil
+	var scaled []string
+	for _, ng := range pools {
+		scaled = append(scaled, render.MachineDeploymentName(c.Name, ng.Name))
+	}
+	return autoscaler.Input{Cluster: client.ObjectKeyFromObject(c), Image: image, TemplateResources: templates,
+		MachineDeployments: scaled, Settings: r.Settings, Kubeconfig: kubeconfig}, nil, nil
+}
+
+// kubeconfig is the Cluster's <cluster>-kubeconfig reduced to what the operator accepts
+// of it (tenant.CleanKubeconfig): the autoscaler gets that copy, never the Secret itself,
+// so whoever writes the Secret cannot make the autoscaler run a command or send its
+// ServiceAccount token elsewhere.
+func (r *Reconciler) kubeconfig(ctx context.Context, c *clusterv1.Cluster) ([]byte, *tenant.Condition, error) {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name + tenant.KubeconfigSuffix}
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, key, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonWaitingKubeconfig,
+				Message: fmt.Sprintf("the Secret %s with the tenant cluster's kubeconfig does not exist yet (the control-plane provider writes it)", key)}, nil
+		}
+		return nil, nil, err
+	}
+	clean, err := tenant.CleanKubeconfig(s.Data[tenant.KubeconfigKey])
+	if err != nil {
+		return nil, &tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonInvalidKubeconfig,
+			Message: fmt.Sprintf("the kubeconfig in %s (key %q): %v", key, tenant.KubeconfigKey, err)}, nil
+	}
+	return clean, nil, nil
 }
 
 // running says whether the autoscaler's Deployment has an available replica.
@@ -200,34 +242,49 @@ func (r *Reconciler) running(ctx context.Context, c *clusterv1.Cluster, image st
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: autoscaler.Name(c.Name)}, dep); err != nil {
 		return tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonStarting, Message: fmt.Sprintf("the Deployment %s is not seen yet", autoscaler.Name(c.Name))}
 	}
-	if dep.Status.AvailableReplicas > 0 && dep.Status.ObservedGeneration >= dep.Generation {
+	// Running only once the Deployment's current template (this image) is what runs: an
+	// old ReplicaSet's Pod may still serve during a rollout.
+	if st := dep.Status; st.ObservedGeneration >= dep.Generation && st.UpdatedReplicas == deref(dep.Spec.Replicas) &&
+		st.AvailableReplicas > 0 && st.Replicas == st.UpdatedReplicas {
 		return tenant.Condition{Status: metav1.ConditionTrue, Reason: ReasonRunning,
 			Message: fmt.Sprintf("cluster-autoscaler %s runs as the Deployment %s", image, dep.Name)}
 	}
-	return tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonStarting,
-		Message: fmt.Sprintf("the Deployment %s (cluster-autoscaler %s) has no available replica yet", dep.Name, image)}
+	msg := fmt.Sprintf("the Deployment %s (cluster-autoscaler %s) has no available replica of its current template yet", dep.Name, image)
+	for _, c := range dep.Status.Conditions {
+		// Why it does not start, where the Deployment says: a quota, a missing Secret.
+		if (c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue) ||
+			(c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse) {
+			msg += ": " + c.Message
+		}
+	}
+	return tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonStarting, Message: msg}
 }
 
-// version is the Kubernetes version of the cluster's control plane (the
-// KamajiControlPlane's spec.version), or, while that is not known, the newest version
-// the cluster's pools run (never ahead of the control plane).
+func deref(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+// version is the Kubernetes version of the cluster's control plane, as the pools
+// resolve it (resolve.ControlPlaneVersion: the KamajiControlPlane's spec.version from
+// the cache, or the topology's), or, while that is not known, the newest version the
+// cluster's pools run (never ahead of the control plane).
 func (r *Reconciler) version(ctx context.Context, c *clusterv1.Cluster, pools []v1.NodeGroup) (string, error) {
-	if ref := c.Spec.ControlPlaneRef; ref.IsDefined() {
-		cp := &unstructured.Unstructured{}
-		gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
-		mapping, err := r.Client.RESTMapper().RESTMapping(gk)
-		if err == nil {
-			cp.SetGroupVersionKind(mapping.GroupVersionKind)
-			err = r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref.Name}, cp)
-		}
-		switch {
-		case err == nil:
-			if v, _, _ := unstructured.NestedString(cp.Object, "spec", "version"); v != "" {
-				return "v" + strings.TrimPrefix(v, "v"), nil
-			}
-		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
-			return "", err
-		}
+	res := r.resolver
+	if res == nil { // not registered with a manager: read through the client
+		res = &resolve.Resolver{Client: r.Client, APIReader: r.Client, Mapper: r.Client.RESTMapper(), Catalog: r.Catalog}
+	}
+	v, err := res.ControlPlaneVersion(ctx, c)
+	var pending *resolve.Error
+	switch {
+	case errors.As(err, &pending):
+		// Not there yet: the pools' versions, if any.
+	case err != nil:
+		return "", err
+	case v != "":
+		return v, nil
 	}
 	var newest string
 	for _, ng := range pools {
@@ -268,9 +325,13 @@ func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster) error {
 	for _, o := range []struct {
 		kind string
 		obj  client.Object
-	}{{"Deployment", &appsv1.Deployment{}}, {"RoleBinding", &rbacv1.RoleBinding{}}, {"Role", &rbacv1.Role{}}, {"ServiceAccount", &corev1.ServiceAccount{}}} {
+	}{{"Deployment", &appsv1.Deployment{}}, {"Secret", &corev1.Secret{}}, {"RoleBinding", &rbacv1.RoleBinding{}}, {"Role", &rbacv1.Role{}}, {"ServiceAccount", &corev1.ServiceAccount{}}} {
 		obj := o.obj
-		if err := r.Client.Get(ctx, name, obj); err != nil {
+		key, reader := name, client.Reader(r.Client)
+		if o.kind == "Secret" { // Secrets are not cached
+			key.Name, reader = autoscaler.KubeconfigSecretName(c.Name), r.APIReader
+		}
+		if err := reader.Get(ctx, key, obj); err != nil {
 			if !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			}
@@ -279,7 +340,7 @@ func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster) error {
 		if obj.GetLabels()[render.LabelManagedBy] != render.ManagedByValue || !metav1.IsControlledBy(obj, c) {
 			continue
 		}
-		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: ptrTo(obj.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 			continue
 		}
@@ -287,8 +348,6 @@ func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster) error {
 	}
 	return errors.Join(errs...)
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // newer says whether version a is after b; an unreadable version is never newer.
 func newer(a, b string) bool {

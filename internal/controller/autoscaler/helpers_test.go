@@ -36,14 +36,76 @@ var name = autoscaler.Name(cluster)
 var seq atomic.Int32
 
 // newTenant makes a namespace as the platform prepares a tenant (a Cluster "tenant" whose
-// KamajiControlPlane runs v1.35.4, and the Talos secrets its pools need).
+// KamajiControlPlane runs v1.35.4, and the Talos secrets its pools need), with the
+// tenant's <cluster>-kubeconfig as the control-plane provider writes it (validKubeconfig).
 func newTenant(t *testing.T) string {
+	t.Helper()
+	ns := newTenantWithout(t)
+	setKubeconfig(t, ns, validKubeconfig(ns))
+	return ns
+}
+
+// newTenantWithout makes a tenant without its <cluster>-kubeconfig.
+func newTenantWithout(t *testing.T) string {
 	t.Helper()
 	ns := fmt.Sprintf("as-%d", seq.Add(1))
 	if err := testenv.CreateTenant(context.Background(), env.Client, ns, testenv.TenantOptions{TalosSecret: true}); err != nil {
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// kubeconfigName is the tenant's kubeconfig Secret, as Cluster API names it.
+const kubeconfigName = cluster + tenant.KubeconfigSuffix
+
+// secretName is the autoscaler's copy of the tenant kubeconfig.
+var secretName = autoscaler.KubeconfigSecretName(cluster)
+
+// validKubeconfig is a kubeconfig for the tenant in ns that the operator accepts: its
+// server, CA and token inline. extra is appended to its user (YAML flow-map entries,
+// e.g. "tokenFile: /x").
+func validKubeconfig(ns string, extra ...string) []byte {
+	user := "token: tenant-admin-token"
+	for _, e := range extra {
+		user += ", " + e
+	}
+	return []byte(`apiVersion: v1
+kind: Config
+current-context: admin@tenant
+clusters:
+- name: tenant
+  cluster: {server: "https://tenant.` + ns + `.svc:6443", certificate-authority-data: Y2E=}
+contexts:
+- name: admin@tenant
+  context: {cluster: tenant, user: admin}
+users:
+- name: admin
+  user: {` + user + `}
+`)
+}
+
+// setKubeconfig creates or replaces the tenant's <cluster>-kubeconfig, as the Kamaji
+// control-plane provider writes it.
+func setKubeconfig(t *testing.T, ns string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{}
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: kubeconfigName}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		mustCreate(t, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubeconfigName, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{tenant.KubeconfigKey: data},
+		})
+	case err != nil:
+		t.Fatal(err)
+	default:
+		s.Data = map[string][]byte{tenant.KubeconfigKey: data}
+		if err := env.Client.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func key(ns string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: cluster} }
@@ -137,18 +199,28 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for: %s", what)
 }
 
-// autoscalerObjects are the four kinds of a cluster's autoscaler, empty.
+// autoscalerObjects are the five objects of a cluster's autoscaler, empty, in the order
+// they are applied in.
 func autoscalerObjects() []client.Object {
-	return []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &appsv1.Deployment{}}
+	return []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Secret{}, &appsv1.Deployment{}}
 }
 
-// liveObjects reads, live from the API server, the tenant's <cluster>-autoscaler of each
-// kind; missing ones are left out.
+// objectName is the name of the autoscaler's object of obj's kind: <cluster>-autoscaler,
+// but <cluster>-autoscaler-kubeconfig for the Secret.
+func objectName(obj client.Object) string {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return secretName
+	}
+	return name
+}
+
+// liveObjects reads, live from the API server, the tenant's autoscaler objects of each
+// kind (objectName); missing ones are left out.
 func liveObjects(t *testing.T, ns string) []client.Object {
 	t.Helper()
 	var out []client.Object
 	for _, obj := range autoscalerObjects() {
-		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: objectName(obj)}, obj)
 		switch {
 		case err == nil:
 			out = append(out, obj)
@@ -167,18 +239,18 @@ func kinds(objs []client.Object) []string {
 	return out
 }
 
-// waitAll waits until all four objects exist.
+// waitAll waits until all five objects exist.
 func waitAll(t *testing.T, ns string) []client.Object {
 	t.Helper()
 	var objs []client.Object
-	eventually(t, "the four autoscaler objects in "+ns, func() bool {
+	eventually(t, "the five autoscaler objects in "+ns, func() bool {
 		objs = liveObjects(t, ns)
-		return len(objs) == 4
+		return len(objs) == 5
 	})
 	return objs
 }
 
-// waitNone waits until none of the four objects exists.
+// waitNone waits until none of the five objects exists.
 func waitNone(t *testing.T, ns string) {
 	t.Helper()
 	var objs []client.Object

@@ -12,11 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
 // access is one request of the autoscaler's ServiceAccount to the management cluster.
 type access struct {
-	verb, group, resource, subresource string
+	verb, group, resource, subresource, name string
 }
 
 func (a access) String() string {
@@ -27,6 +29,9 @@ func (a access) String() string {
 	if a.group != "" {
 		r += "." + a.group
 	}
+	if a.name != "" {
+		r += " " + a.name
+	}
 	return a.verb + " " + r
 }
 
@@ -35,9 +40,16 @@ const (
 	infra = "infrastructure.cluster.x-k8s.io"
 )
 
+// scaledPool is the autoscaled pool of the tenants in these tests, and scaledMD its
+// MachineDeployment: the only one whose scale the autoscaler may read and change.
+const scaledPool = "workers"
+
+var scaledMD = render.MachineDeploymentName(cluster, scaledPool)
+
 // needed is what cluster-autoscaler's clusterapi provider does on the management side:
-// informers on the scalable resources and Machines, the scale subresource, marking a
-// Machine for deletion, and the machine templates it sizes an empty node group from.
+// informers on the scalable resources and Machines, the scale subresource of the
+// autoscaled pool's MachineDeployment, marking a Machine for deletion, and the machine
+// templates it sizes an empty node group from.
 var needed = []access{
 	{verb: "list", group: capi, resource: "machinedeployments"},
 	{verb: "watch", group: capi, resource: "machinedeployments"},
@@ -47,8 +59,8 @@ var needed = []access{
 	{verb: "watch", group: capi, resource: "machines"},
 	{verb: "list", group: capi, resource: "machinepools"},
 	{verb: "watch", group: capi, resource: "machinepools"},
-	{verb: "get", group: capi, resource: "machinedeployments", subresource: "scale"},
-	{verb: "patch", group: capi, resource: "machinedeployments", subresource: "scale"},
+	{verb: "get", group: capi, resource: "machinedeployments", subresource: "scale", name: scaledMD},
+	{verb: "patch", group: capi, resource: "machinedeployments", subresource: "scale", name: scaledMD},
 	{verb: "get", group: capi, resource: "machines"},
 	{verb: "update", group: capi, resource: "machines"},
 	{verb: "get", group: infra, resource: "kubevirtmachinetemplates"},
@@ -67,7 +79,22 @@ var forbidden = []access{
 	{verb: "get", resource: "secrets"},
 	{verb: "list", group: capi, resource: "clusters"},
 	{verb: "update", group: capi, resource: "machinesets"},
+	// The scale of a fixed pool's MachineDeployment, of any other (another cluster's in
+	// the same namespace), or of all of them: only the autoscaled pools' are named.
+	{verb: "get", group: capi, resource: "machinedeployments", subresource: "scale", name: fixedMD},
+	{verb: "patch", group: capi, resource: "machinedeployments", subresource: "scale", name: fixedMD},
+	{verb: "get", group: capi, resource: "machinedeployments", subresource: "scale", name: "other-workers"},
+	{verb: "patch", group: capi, resource: "machinedeployments", subresource: "scale", name: "other-workers"},
+	{verb: "get", group: capi, resource: "machinedeployments", subresource: "scale"},
+	{verb: "patch", group: capi, resource: "machinedeployments", subresource: "scale"},
+	{verb: "update", group: capi, resource: "machinedeployments", subresource: "scale", name: scaledMD},
 }
+
+// fixedPool is a fixed-size pool beside the autoscaled one, and fixedMD its
+// MachineDeployment.
+const fixedPool = "fixed"
+
+var fixedMD = render.MachineDeploymentName(cluster, fixedPool)
 
 // canI asks the API server's authorizer (SubjectAccessReview) whether the autoscaler's
 // ServiceAccount of the tenant in ns may make the request in the namespace target (""
@@ -85,7 +112,7 @@ func review(t *testing.T, user string, groups []string, ns string, a access) (bo
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: user, Groups: groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ns, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource,
+			Namespace: ns, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name,
 		},
 	}}
 	if err := env.Client.Create(context.Background(), sar); err != nil {
@@ -99,10 +126,11 @@ func review(t *testing.T, user string, groups []string, ns string, a access) (bo
 
 // TestRBACExactlyEnough holds that the Role and RoleBinding the controller made let the
 // autoscaler do what the clusterapi provider does, and nothing it must not: no deletes,
-// no writes to MachineDeployments or MachineSets but their scale, no Secrets, no
-// Clusters, nothing in another tenant's namespace. It first proves the API server
-// decides by RBAC: before the controller makes the binding, the same requests are
-// denied, and an allowed one is allowed by that binding.
+// no writes to MachineDeployments or MachineSets but the scale of its autoscaled pools'
+// (not a fixed pool's, not any other name), no Secrets, no Clusters, nothing in another
+// tenant's namespace. It first proves the API server decides by RBAC: before the
+// controller makes the binding, the same requests are denied, and an allowed one is
+// allowed by that binding. A fixed pool made autoscaled gets its scale granted.
 func TestRBACExactlyEnough(t *testing.T) {
 	ns, other := newTenant(t), newTenant(t)
 
@@ -117,8 +145,10 @@ func TestRBACExactlyEnough(t *testing.T) {
 		t.Fatal("an unknown user may read Secrets: the API server does not authorize by RBAC")
 	}
 
-	newPool(t, ns, "workers", 0, 3)
-	newPool(t, other, "workers", 1, 3)
+	newPool(t, ns, scaledPool, 0, 3)
+	fixed := newPool(t, ns, fixedPool, 2, 2)
+	newPool(t, other, scaledPool, 1, 3)
+	waitRendered(t, fixed)
 	waitAll(t, ns)
 	waitAll(t, other)
 	waitTemplateRule(t, ns)
@@ -148,6 +178,25 @@ func TestRBACExactlyEnough(t *testing.T) {
 	for _, a := range needed {
 		if allowed, reason := canI(t, ns, metav1.NamespaceAll, a); allowed {
 			t.Errorf("the autoscaler of %s may %s in every namespace: %s", ns, a, reason)
+		}
+	}
+
+	// The fixed pool made autoscaled: its MachineDeployment's scale is granted too,
+	// and still no other name.
+	resize(t, fixed, 1, 3)
+	for _, verb := range []string{"get", "patch"} {
+		a := access{verb: verb, group: capi, resource: "machinedeployments", subresource: "scale", name: fixedMD}
+		eventually(t, "the autoscaler may "+a.String(), func() bool {
+			allowed, _ := canI(t, ns, ns, a)
+			return allowed
+		})
+		if allowed, reason := canI(t, ns, ns, access{verb: verb, group: capi, resource: "machinedeployments", subresource: "scale", name: scaledMD}); !allowed {
+			t.Errorf("the autoscaler may no longer %s the scale of %s: %s", verb, scaledMD, reason)
+		}
+		for _, n := range []string{"other-workers", ""} {
+			if allowed, reason := canI(t, ns, ns, access{verb: verb, group: capi, resource: "machinedeployments", subresource: "scale", name: n}); allowed {
+				t.Errorf("the autoscaler may %s the scale of %q: %s", verb, n, reason)
+			}
 		}
 	}
 }

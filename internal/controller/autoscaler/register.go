@@ -2,10 +2,12 @@ package autoscaler
 
 import (
 	"context"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -22,7 +24,10 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
 
 // concurrency is how many Clusters are reconciled at once.
@@ -48,15 +53,27 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	if r.Applier == nil {
 		r.Applier = apply.New(mgr.GetClient(), mgr.GetAPIReader())
 	}
+	r.resolver = &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Catalog: r.Catalog, Cache: mgr.GetCache()}
+	kcp := &unstructured.Unstructured{}
+	kcp.SetGroupVersionKind(controlplanedns.KamajiControlPlaneGVK)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("autoscaler").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// A pool's range, creation and deletion decide whether the cluster needs one.
 		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(clusterOfPool),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting()))).
+		// The control plane's version picks the autoscaler's release: an upgrade rolls
+		// the autoscaler onto the one of the new minor. (The control-plane DNS
+		// controller registers the index this maps by.)
+		Watches(kcp, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClustersOf(mgr.GetClient())),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A new MachineDeployment may use a machine template kind the Role lacks.
 		Watches(&clusterv1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(clusterOfMachineDeployment),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		// The tenant kubeconfig its copy is made from, and the copy (Secrets are not
+		// cached; their metadata is watched, as the other controllers do).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clusterOfKubeconfig),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		// Its own objects: a change or deletion by someone else is put back, and the
 		// Deployment's availability is what the pools report. A resync (the same
 		// resourceVersion) is no reason to look.
@@ -71,6 +88,21 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 func clusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
 	ng := obj.(*v1.NodeGroup)
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}}}
+}
+
+// clusterOfKubeconfig maps <cluster>-kubeconfig and the autoscaler's copy of it to the
+// Cluster; other Secrets map to nothing.
+func clusterOfKubeconfig(_ context.Context, obj client.Object) []reconcile.Request {
+	name := strings.TrimSuffix(obj.GetName(), tenant.KubeconfigSuffix)
+	if name == obj.GetName() || name == "" {
+		return nil
+	}
+	out := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+	if cluster := strings.TrimSuffix(name, autoscaler.Suffix); cluster != name && cluster != "" {
+		// Or the autoscaler's copy for the Cluster before the suffix.
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: cluster}})
+	}
+	return out
 }
 
 func clusterOfMachineDeployment(_ context.Context, obj client.Object) []reconcile.Request {

@@ -12,6 +12,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -21,7 +22,9 @@ import (
 // The autoscaler controller runs as the operator runs it (cmd/nodegroup-operator): in
 // one manager with the pool controller, whose MachineDeployments name the machine
 // template kinds the autoscaler's Role must grant, and which reports the autoscaler's
-// state on the pools (AutoscalerReady) through the shared tenant.Status; with the cache
+// state on the pools (AutoscalerReady) through the shared tenant.Status, and with the
+// control-plane DNS controller, whose field index maps a KamajiControlPlane to its
+// Clusters for the autoscaler's watch of the control plane's version; with the cache
 // restricted by nodegroup.CacheOptions and then autoscalerctl.CacheOptions, and Secrets
 // read uncached. No Cluster API, Kamaji or kube-controller-manager runs: nothing
 // garbage-collects, and no Deployment controller reports availability.
@@ -69,7 +72,13 @@ func TestMain(m *testing.M) {
 				Catalog:   catalog.Default(),
 				Status:    status,
 			}
-			return reconciler.Register(mgr)
+			if err := reconciler.Register(mgr); err != nil {
+				return err
+			}
+			// After the autoscaler controller, as main.go registers it: its index is
+			// registered before the manager starts, which is all the watch needs.
+			dns := &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+			return dns.Register(mgr)
 		})
 	})
 }

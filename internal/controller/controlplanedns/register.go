@@ -87,13 +87,22 @@ func clusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
 
 // clustersOf maps a KamajiControlPlane to the Clusters of its namespace that name it.
 func (r *Reconciler) clustersOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	var clusters clusterv1.ClusterList
-	if err := r.Client.List(ctx, &clusters, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexControlPlane: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
+	return ClustersOf(r.Client)(ctx, obj)
+}
+
+// ClustersOf maps a control plane to the Clusters of its namespace that name it, by the
+// field index this controller registers (register this controller with the manager
+// before it starts, in any order).
+func ClustersOf(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var clusters clusterv1.ClusterList
+		if err := c.List(ctx, &clusters, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexControlPlane: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(clusters.Items))
+		for i := range clusters.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&clusters.Items[i])})
+		}
+		return out
 	}
-	out := make([]reconcile.Request, 0, len(clusters.Items))
-	for i := range clusters.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&clusters.Items[i])})
-	}
-	return out
 }

@@ -478,10 +478,12 @@ func (r *Reconciler) reportAutoscaler(ng *v1.NodeGroup) {
 		return
 	}
 	st, known := r.Tenants.Autoscaler(types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName})
-	if ng.Spec.MinReplicas >= ng.Spec.MaxReplicas {
+	if !ng.Spec.Autoscaled() {
 		meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionAutoscalerReady)
 		return
 	}
+	// Not known yet (the autoscaler controller has not looked since a restart): the
+	// condition stays as last written, so a restart writes nothing.
 	if known {
 		setCondition(ng, v1.ConditionAutoscalerReady, st.Status, st.Reason, st.Message)
 	}
