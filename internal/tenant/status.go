@@ -53,59 +53,50 @@ func NewStatus() *Status {
 // Autoscaler is what the autoscaler controller last found of the Cluster's autoscaler;
 // ok is false when the Cluster has none to report (no autoscaled pool).
 func (s *Status) Autoscaler(cluster types.NamespacedName) (Condition, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.autoscaler[cluster]
-	return c, ok
+	return get(s, s.autoscaler, cluster)
 }
 
 // SetAutoscaler records the state of the Cluster's autoscaler, and tells the pool
 // controller when it changed.
 func (s *Status) SetAutoscaler(cluster types.NamespacedName, c Condition) {
-	s.mu.Lock()
-	old, ok := s.autoscaler[cluster]
-	s.autoscaler[cluster] = c
-	s.mu.Unlock()
-	if !ok || old != c {
-		s.notify(cluster)
-	}
+	set(s, s.autoscaler, cluster, c)
 }
 
 // ForgetAutoscaler drops the state of the Cluster's autoscaler.
-func (s *Status) ForgetAutoscaler(cluster types.NamespacedName) {
-	s.mu.Lock()
-	_, ok := s.autoscaler[cluster]
-	delete(s.autoscaler, cluster)
-	s.mu.Unlock()
-	if ok {
-		s.notify(cluster)
-	}
-}
+func (s *Status) ForgetAutoscaler(cluster types.NamespacedName) { forget(s, s.autoscaler, cluster) }
 
 // Get is the Cluster's last State.
-func (s *Status) Get(cluster types.NamespacedName) (State, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.states[cluster]
-	return st, ok
-}
+func (s *Status) Get(cluster types.NamespacedName) (State, bool) { return get(s, s.states, cluster) }
 
 // Set records the Cluster's State, and tells the pool controller when it changed.
-func (s *Status) Set(cluster types.NamespacedName, st State) {
+func (s *Status) Set(cluster types.NamespacedName, st State) { set(s, s.states, cluster, st) }
+
+// Forget drops the Cluster's State.
+func (s *Status) Forget(cluster types.NamespacedName) { forget(s, s.states, cluster) }
+
+// get, set and forget read and write one of the Status's maps under its lock; set and
+// forget tell the pool controller when the value changed or went.
+func get[V any](s *Status, m map[types.NamespacedName]V, cluster types.NamespacedName) (V, bool) {
 	s.mu.Lock()
-	old, ok := s.states[cluster]
-	s.states[cluster] = st
+	defer s.mu.Unlock()
+	v, ok := m[cluster]
+	return v, ok
+}
+
+func set[V comparable](s *Status, m map[types.NamespacedName]V, cluster types.NamespacedName, v V) {
+	s.mu.Lock()
+	old, ok := m[cluster]
+	m[cluster] = v
 	s.mu.Unlock()
-	if !ok || old != st {
+	if !ok || old != v {
 		s.notify(cluster)
 	}
 }
 
-// Forget drops the Cluster's State.
-func (s *Status) Forget(cluster types.NamespacedName) {
+func forget[V any](s *Status, m map[types.NamespacedName]V, cluster types.NamespacedName) {
 	s.mu.Lock()
-	_, ok := s.states[cluster]
-	delete(s.states, cluster)
+	_, ok := m[cluster]
+	delete(m, cluster)
 	s.mu.Unlock()
 	if ok {
 		s.notify(cluster)

@@ -244,7 +244,7 @@ func (r *Reconciler) running(ctx context.Context, c *clusterv1.Cluster, image st
 	}
 	// Running only once the Deployment's current template (this image) is what runs: an
 	// old ReplicaSet's Pod may still serve during a rollout.
-	if st := dep.Status; st.ObservedGeneration >= dep.Generation && st.UpdatedReplicas == deref(dep.Spec.Replicas) &&
+	if st := dep.Status; st.ObservedGeneration >= dep.Generation && st.UpdatedReplicas == replicasOf(dep) &&
 		st.AvailableReplicas > 0 && st.Replicas == st.UpdatedReplicas {
 		return tenant.Condition{Status: metav1.ConditionTrue, Reason: ReasonRunning,
 			Message: fmt.Sprintf("cluster-autoscaler %s runs as the Deployment %s", image, dep.Name)}
@@ -260,11 +260,12 @@ func (r *Reconciler) running(ctx context.Context, c *clusterv1.Cluster, image st
 	return tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonStarting, Message: msg}
 }
 
-func deref(p *int32) int32 {
-	if p == nil {
+// replicasOf is the Deployment's spec.replicas, 1 when unset (the API's default).
+func replicasOf(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
 		return 1
 	}
-	return *p
+	return *d.Spec.Replicas
 }
 
 // version is the Kubernetes version of the cluster's control plane, as the pools

@@ -60,7 +60,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Named("autoscaler").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// A pool's range, creation and deletion decide whether the cluster needs one.
-		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(clusterOfPool),
+		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClusterOfPool),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting()))).
 		// The control plane's version picks the autoscaler's release: an upgrade rolls
 		// the autoscaler onto the one of the new minor. (The control-plane DNS
@@ -83,11 +83,6 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}, changed).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
-}
-
-func clusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
-	ng := obj.(*v1.NodeGroup)
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}}}
 }
 
 // clusterOfKubeconfig maps <cluster>-kubeconfig and the autoscaler's copy of it to the

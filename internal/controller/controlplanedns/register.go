@@ -65,7 +65,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Named(r.Name()).
 		// Status updates of Clusters and control planes change nothing we read.
 		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(clusterOfPool), builder.WithPredicates(poolAddedOrRemoved())).
+		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(ClusterOfPool), builder.WithPredicates(poolAddedOrRemoved())).
 		Watches(kcp, handler.EnqueueRequestsFromMapFunc(r.clustersOf), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
@@ -76,8 +76,9 @@ func poolAddedOrRemoved() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
 }
 
-// clusterOfPool maps a NodeGroup to its Cluster (same namespace, spec.clusterName).
-func clusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
+// ClusterOfPool maps a NodeGroup to its Cluster (same namespace, spec.clusterName): the
+// mapping of every controller that works per Cluster and watches pools.
+func ClusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
 	ng, ok := obj.(*v1.NodeGroup)
 	if !ok || ng.Spec.ClusterName == "" {
 		return nil

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
@@ -52,7 +53,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("joinidentity").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(clusterOfPool),
+		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClusterOfPool),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting()))).
 		// <cluster>-ca, <cluster>-kubeconfig and <cluster>-talos; metadata is enough.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clusterOfSecret),
@@ -60,11 +61,6 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		WatchesRawSource(changes).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: retries()}).
 		Complete(r)
-}
-
-func clusterOfPool(_ context.Context, obj client.Object) []reconcile.Request {
-	ng := obj.(*v1.NodeGroup)
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}}}
 }
 
 // clusterOfSecret maps the Secrets a cluster's identity is made from or is to its
