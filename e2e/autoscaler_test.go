@@ -55,15 +55,16 @@ func TestManagedAutoscaler(t *testing.T) {
 	newTenant(t, nsB)
 
 	batchTaint := v1.Taint{Key: "example.com/dedicated", Value: "batch", Effect: v1.TaintEffect(corev1.TaintEffectNoSchedule)}
-	batch := func(ns, name string) *v1.NodeGroup {
-		ng := newPool(ns, name, 0, 3)
+	batch := func(ns, name string, maxReplicas int32) *v1.NodeGroup {
+		ng := newPool(ns, name, 0, maxReplicas)
 		ng.Spec.LocationName = zone.Name
 		ng.Spec.Labels = map[string]v1.LabelValue{"workload": "batch"}
 		ng.Spec.Taints = []v1.Taint{batchTaint}
 		return ng
 	}
-	batchA, fixedA := batch(nsA, "batch"), newPool(nsA, "fixed", 1, 1)
-	gpuB, batchB := newPool(nsB, "gpu", 0, 2), batch(nsB, "batch")
+	// A's batch pool may grow to one node: one pod takes it to its maximum.
+	batchA, fixedA := batch(nsA, "batch", 1), newPool(nsA, "fixed", 1, 1)
+	gpuB, batchB := newPool(nsB, "gpu", 0, 2), batch(nsB, "batch", 3)
 	gpuB.Spec.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", Count: 1}}
 	gpuB.Spec.Taints = []v1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: v1.TaintEffect(corev1.TaintEffectNoSchedule)}}
 	for _, ng := range []*v1.NodeGroup{batchA, fixedA, gpuB, batchB} {
@@ -102,6 +103,12 @@ func TestManagedAutoscaler(t *testing.T) {
 		return nil
 	})
 
+	// The autoscaler's own view, read from its status ConfigMap in the tenant: A's pool
+	// is at its maximum; the zone-b pod cannot change that.
+	eventually(t, short, "A's pool reports the autoscaler's MaxSizeReached", func(ctx context.Context) error {
+		return scaleUpIs(ctx, batchA, metav1.ConditionFalse, autoscaler.ReasonMaxSizeReached)
+	})
+
 	// GPUs as the tenant sees them: the pool is scaled from zero for nvidia.com/gpu.
 	podB := tenantPod(nsB, "gpu-1", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, nil,
 		v1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: v1.TaintEffect(corev1.TaintEffectNoSchedule)})
@@ -112,6 +119,9 @@ func TestManagedAutoscaler(t *testing.T) {
 	waitPodRunning(t, nsB, podB.Name)
 	t.Logf("B: pending GPU pod -> Running on a node of the GPU pool scaled from zero: %s", time.Since(start).Round(100*time.Millisecond))
 	_, gpuNodes := waitRunning(t, "B's GPU pool at one machine", gpuB, 1)
+	eventually(t, short, "B's GPU pool, one of two, reports that the autoscaler may add nodes", func(ctx context.Context) error {
+		return scaleUpIs(ctx, gpuB, metav1.ConditionTrue, autoscaler.ReasonWithinLimits)
+	})
 	if v := gpuNodes[0].Labels[render.NodeLabelAccelerator]; v != "GA102GL_A10" {
 		t.Errorf("the GPU node's %s label is %q, want GA102GL_A10", render.NodeLabelAccelerator, v)
 	}
@@ -173,6 +183,21 @@ func TestManagedAutoscaler(t *testing.T) {
 	if err := autoscalerObjects(ctx, nsA, true); err != nil {
 		t.Error(err)
 	}
+}
+
+// scaleUpIs checks the pool's AbleToScaleUp condition; on a mismatch it says what the
+// autoscaler's status ConfigMap held.
+func scaleUpIs(ctx context.Context, ng *v1.NodeGroup, want metav1.ConditionStatus, reason string) error {
+	c, err := poolCondition(ctx, ng, v1.ConditionAbleToScaleUp)
+	if err != nil {
+		return err
+	}
+	if c.Status == want && c.Reason == reason {
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	_ = tenantClient(ng.Namespace).Get(ctx, client.ObjectKey{Namespace: autoscaler.StatusNamespace, Name: autoscaler.StatusConfigMapName}, cm)
+	return fmt.Errorf("pool %s: AbleToScaleUp=%s %s: %s, want %s %s; the autoscaler's status:\n%s", ng.Name, c.Status, c.Reason, c.Message, want, reason, cm.Data[autoscaler.StatusKey])
 }
 
 // requireAutoscaler skips the test without the autoscaler binary, loudly, unless the

@@ -47,6 +47,12 @@ const (
 	// for the cluster, or the platform's own when the cluster turned the managed one
 	// off. False says why the pool does not scale.
 	ConditionAutoscalerReady = "AutoscalerReady"
+	// ConditionAbleToScaleUp is the autoscaler's own view of an autoscaled pool, read from
+	// its status ConfigMap in the tenant cluster: True while it may add nodes, False when
+	// it will not (the pool is at spec.maxReplicas, the autoscaler backs off after a
+	// failed scale-up, or it finds the pool unhealthy), with its reason; Unknown while the
+	// autoscaler has not reported on the pool.
+	ConditionAbleToScaleUp = "AbleToScaleUp"
 	// ConditionInUse is True on a class or location that pools still name.
 	ConditionInUse = "InUse"
 )

@@ -178,6 +178,11 @@ func main() {
 		log.Error(err, "registering the autoscaler controller")
 		os.Exit(1)
 	}
+	scalerStatus := &autoscalerctl.StatusReader{Client: mgr.GetClient(), Status: tenants, Poll: settings.StatusInterval.Duration}
+	if err := scalerStatus.Register(mgr); err != nil {
+		log.Error(err, "registering the autoscaler status reader")
+		os.Exit(1)
+	}
 	dns := &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	if err := dns.Register(mgr); err != nil {
 		log.Error(err, "registering the control-plane DNS controller")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -16,7 +17,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
@@ -159,7 +165,72 @@ func (e *Env) RunAutoscaler(ctx context.Context, cluster types.NamespacedName) (
 	e.mu.Lock()
 	e.procs = append(e.procs, p)
 	e.mu.Unlock()
+	if err := e.reportAvailable(ctx, dep, ctr, port); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// reportAvailable plays the kubelet's part once the process answers the container's
+// probe (its readiness probe, or its liveness probe): the Deployment's Pod, which the
+// management cluster's controllers made and no kubelet runs, is reported Running and
+// Ready, as the kubelet reports the Pod it runs; the ReplicaSet and Deployment
+// controllers then count it available, as they would.
+func (e *Env) reportAvailable(ctx context.Context, dep *appsv1.Deployment, ctr corev1.Container, port int) error {
+	probe := ctr.ReadinessProbe
+	if probe == nil {
+		probe = ctr.LivenessProbe
+	}
+	if probe == nil || probe.HTTPGet == nil {
+		return fmt.Errorf("the autoscaler's container has no HTTP probe to tell it is up")
+	}
+	addr := fmt.Sprintf("http://127.0.0.1:%d%s", port, probe.HTTPGet.Path)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := http.Get(addr)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the autoscaler never answered its probe %s: %w", addr, err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := e.Client.List(ctx, &pods, client.InNamespace(dep.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if !pod.DeletionTimestamp.IsZero() {
+				continue
+			}
+			now := metav1.Now()
+			pod.Status.Phase = corev1.PodRunning
+			pod.Status.StartTime = &now
+			pod.Status.Conditions = []corev1.PodCondition{
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			}
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ctr.Name, Image: ctr.Image, Ready: true, Started: ptr.To(true),
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+			if err := e.Client.Status().Update(ctx, pod); err != nil {
+				return false, nil // changed meanwhile: read again
+			}
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the autoscaler Deployment's Pod was never there to report Running: %w", err)
+	}
+	return nil
 }
 
 // volumeFiles writes the files of the volume a mount names into dir, as the kubelet

@@ -314,7 +314,7 @@ const KwokAnnotation = "kwok.x-k8s.io/node"
 // pod ran looked at again after 10 s.
 func Values() map[string]any {
 	return map[string]any{"autoscaler": map[string]any{
-		"scanInterval": "2s", "scaleDownDelayAfterAdd": "10s", "scaleDownUnneededTime": "15s", "unremovableNodeRecheckTimeout": "10s",
+		"scanInterval": "2s", "scaleDownDelayAfterAdd": "10s", "scaleDownUnneededTime": "15s", "unremovableNodeRecheckTimeout": "10s", "statusInterval": "3s",
 	}}
 }
 

@@ -42,6 +42,11 @@ type Settings struct {
 	// UnremovableNodeRecheckTimeout is how long a node found unremovable (a pod on it
 	// cannot move) is left alone before it is looked at again.
 	UnremovableNodeRecheckTimeout metav1.Duration `json:"unremovableNodeRecheckTimeout"`
+
+	// StatusInterval is how often the operator reads a running autoscaler's status
+	// ConfigMap in the tenant cluster for the pools' AbleToScaleUp (not an autoscaler
+	// flag).
+	StatusInterval metav1.Duration `json:"statusInterval"`
 }
 
 // Image says which autoscaler image runs for a cluster.
@@ -72,6 +77,7 @@ func DefaultSettings() Settings {
 		ScaleDownUnneededTime:         metav1.Duration{Duration: 10 * time.Minute},
 		MaxNodeProvisionTime:          metav1.Duration{Duration: 15 * time.Minute},
 		UnremovableNodeRecheckTimeout: metav1.Duration{Duration: 5 * time.Minute},
+		StatusInterval:                metav1.Duration{Duration: time.Minute},
 	}
 }
 
@@ -135,6 +141,9 @@ func (s Settings) validate() error {
 	}
 	if s.ScanInterval.Duration < time.Second {
 		bad("scanInterval %s must be at least 1s", s.ScanInterval.Duration)
+	}
+	if s.StatusInterval.Duration < time.Second {
+		bad("statusInterval %s must be at least 1s", s.StatusInterval.Duration)
 	}
 	for name, d := range map[string]time.Duration{
 		"scaleDownDelayAfterAdd": s.ScaleDownDelayAfterAdd.Duration, "scaleDownDelayAfterDelete": s.ScaleDownDelayAfterDelete.Duration,

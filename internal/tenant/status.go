@@ -42,12 +42,52 @@ type Status struct {
 	mu         sync.Mutex
 	states     map[types.NamespacedName]State
 	autoscaler map[types.NamespacedName]Condition
-	queue      Queue
+	// scaleUp is the autoscaler's view of each autoscaled pool (keyed by the pool), with
+	// the Cluster it belongs to.
+	scaleUp map[types.NamespacedName]poolCondition
+	queue   Queue
+}
+
+type poolCondition struct {
+	cluster types.NamespacedName
+	Condition
 }
 
 // NewStatus makes an empty Status.
 func NewStatus() *Status {
-	return &Status{states: map[types.NamespacedName]State{}, autoscaler: map[types.NamespacedName]Condition{}}
+	return &Status{states: map[types.NamespacedName]State{}, autoscaler: map[types.NamespacedName]Condition{},
+		scaleUp: map[types.NamespacedName]poolCondition{}}
+}
+
+// ScaleUp is what the Cluster's autoscaler last said of the pool (AbleToScaleUp); ok is
+// false when nothing is known.
+func (s *Status) ScaleUp(pool types.NamespacedName) (Condition, bool) {
+	pc, ok := get(s, s.scaleUp, pool)
+	return pc.Condition, ok
+}
+
+// SetScaleUp records what the autoscaler of cluster says of each of these pools and
+// forgets what was known of the cluster's other pools; the pool controller is told of
+// each pool whose condition changed or went.
+func (s *Status) SetScaleUp(cluster types.NamespacedName, pools map[types.NamespacedName]Condition) {
+	var changed []types.NamespacedName
+	s.mu.Lock()
+	for pool, pc := range s.scaleUp {
+		if _, keep := pools[pool]; !keep && pc.cluster == cluster {
+			delete(s.scaleUp, pool)
+			changed = append(changed, pool)
+		}
+	}
+	for pool, c := range pools {
+		if old, ok := s.scaleUp[pool]; !ok || old.Condition != c {
+			s.scaleUp[pool] = poolCondition{cluster: cluster, Condition: c}
+			changed = append(changed, pool)
+		}
+	}
+	s.mu.Unlock()
+	for _, pool := range changed {
+		s.queue.AddRequest(reconcile.Request{NamespacedName: pool})
+	}
 }
 
 // Autoscaler is what the autoscaler controller last found of the Cluster's autoscaler;
@@ -137,21 +177,35 @@ func (q *Queue) Start(_ context.Context, wq workqueue.TypedRateLimitingInterface
 
 // Add queues the Cluster's requests.
 func (q *Queue) Add(cluster types.NamespacedName) {
-	q.mu.Lock()
-	wq := q.q
-	q.mu.Unlock()
-	if wq == nil {
-		return
+	if !q.started() {
+		return // before the start, what requests reads may not be ready either
 	}
 	reqs := []reconcile.Request{{NamespacedName: cluster}}
 	if q.requests != nil {
 		reqs = q.requests(context.Background(), cluster)
 	}
 	for _, r := range reqs {
-		if q.RateLimited {
-			wq.AddRateLimited(r)
-		} else {
-			wq.Add(r)
-		}
+		q.AddRequest(r)
+	}
+}
+
+func (q *Queue) started() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.q != nil
+}
+
+// AddRequest queues one request as it is.
+func (q *Queue) AddRequest(r reconcile.Request) {
+	q.mu.Lock()
+	wq := q.q
+	q.mu.Unlock()
+	if wq == nil {
+		return
+	}
+	if q.RateLimited {
+		wq.AddRateLimited(r)
+	} else {
+		wq.Add(r)
 	}
 }

@@ -125,8 +125,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // autoscaledPools are the Cluster's pools, not being deleted, whose range lets the
 // autoscaler scale them.
 func (r *Reconciler) autoscaledPools(ctx context.Context, c *clusterv1.Cluster) ([]v1.NodeGroup, error) {
+	return autoscaledPools(ctx, r.Client, c)
+}
+
+func autoscaledPools(ctx context.Context, reader client.Reader, c *clusterv1.Cluster) ([]v1.NodeGroup, error) {
 	var list v1.NodeGroupList
-	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+	if err := reader.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, err
 	}
 	var out []v1.NodeGroup

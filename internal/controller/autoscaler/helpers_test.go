@@ -294,12 +294,19 @@ func waitNoState(t *testing.T, ns string) {
 // and reason, at its current generation.
 func waitPoolCondition(t *testing.T, ng *v1.NodeGroup, s metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
+	return waitPoolConditionOf(t, ng, v1.ConditionAutoscalerReady, s, reason)
+}
+
+// waitPoolConditionOf waits until the pool's condition typ has this status and reason,
+// for its current generation.
+func waitPoolConditionOf(t *testing.T, ng *v1.NodeGroup, typ string, s metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
 	var last string
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		got := &v1.NodeGroup{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), got); err == nil {
-			if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionAutoscalerReady); c != nil {
+			if c := meta.FindStatusCondition(got.Status.Conditions, typ); c != nil {
 				last = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
 				if c.Status == s && c.Reason == reason && c.ObservedGeneration == got.Generation {
 					return *c
@@ -308,7 +315,7 @@ func waitPoolCondition(t *testing.T, ng *v1.NodeGroup, s metav1.ConditionStatus,
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("pool %s: AutoscalerReady never became %s/%s (last: %s)", ng.Name, s, reason, last)
+	t.Fatalf("pool %s: %s never became %s/%s (last: %s)", ng.Name, typ, s, reason, last)
 	return metav1.Condition{}
 }
 

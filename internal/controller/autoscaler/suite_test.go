@@ -2,6 +2,7 @@ package autoscaler_test
 
 import (
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +74,10 @@ func TestMain(m *testing.M) {
 				Status:    status,
 			}
 			if err := reconciler.Register(mgr); err != nil {
+				return err
+			}
+			statusReader := &autoscalerctl.StatusReader{Client: mgr.GetClient(), Status: status, Poll: time.Second}
+			if err := statusReader.Register(mgr); err != nil {
 				return err
 			}
 			// After the autoscaler controller, as main.go registers it: its index is

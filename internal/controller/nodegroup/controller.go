@@ -480,12 +480,16 @@ func (r *Reconciler) reportAutoscaler(ng *v1.NodeGroup) {
 	st, known := r.Tenants.Autoscaler(types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName})
 	if !ng.Spec.Autoscaled() {
 		meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionAutoscalerReady)
+		meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionAbleToScaleUp)
 		return
 	}
-	// Not known yet (the autoscaler controller has not looked since a restart): the
-	// condition stays as last written, so a restart writes nothing.
+	// Not known yet (the autoscaler controllers have not looked since a restart): the
+	// conditions stay as last written, so a restart writes nothing.
 	if known {
 		setCondition(ng, v1.ConditionAutoscalerReady, st.Status, st.Reason, st.Message)
+	}
+	if up, known := r.Tenants.ScaleUp(client.ObjectKeyFromObject(ng)); known {
+		setCondition(ng, v1.ConditionAbleToScaleUp, up.Status, up.Reason, up.Message)
 	}
 }
 
