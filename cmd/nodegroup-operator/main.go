@@ -178,7 +178,7 @@ func main() {
 		log.Error(err, "registering the autoscaler controller")
 		os.Exit(1)
 	}
-	scalerStatus := &autoscalerctl.StatusReader{Client: mgr.GetClient(), Status: tenants, Poll: settings.StatusInterval.Duration}
+	scalerStatus := &autoscalerctl.StatusReader{Client: mgr.GetClient(), Status: tenants, Poll: settings.StatusInterval.Duration, ScanInterval: settings.ScanInterval.Duration}
 	if err := scalerStatus.Register(mgr); err != nil {
 		log.Error(err, "registering the autoscaler status reader")
 		os.Exit(1)

@@ -171,6 +171,9 @@ func (e *Env) RunAutoscaler(ctx context.Context, cluster types.NamespacedName) (
 	return p, nil
 }
 
+// probeClient probes as the kubelet does: a probe that does not answer in a second fails.
+var probeClient = &http.Client{Timeout: time.Second}
+
 // reportAvailable plays the kubelet's part once the process answers the container's
 // probe (its readiness probe, or its liveness probe): the Deployment's Pod, which the
 // management cluster's controllers made and no kubelet runs, is reported Running and
@@ -186,7 +189,7 @@ func (e *Env) reportAvailable(ctx context.Context, dep *appsv1.Deployment, ctr c
 	}
 	addr := fmt.Sprintf("http://127.0.0.1:%d%s", port, probe.HTTPGet.Path)
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		resp, err := http.Get(addr)
+		resp, err := probeClient.Get(addr)
 		if err != nil {
 			return false, nil
 		}

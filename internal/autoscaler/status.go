@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,24 @@ const (
 	ReasonNoStatus       = "NoAutoscalerStatus"
 	ReasonNotRunning     = "AutoscalerNotRunning"
 	ReasonStatusUnknown  = "StatusUnreadable"
+	ReasonStale          = "StaleStatus"
 )
+
+// statusTimeLayout is how cluster-autoscaler writes its status's time (Go's
+// time.Time.String without the monotonic clock).
+const statusTimeLayout = "2006-01-02 15:04:05.999999999 -0700 MST"
+
+// Stale says whether the status was written longer than maxAge before now, by the time
+// the autoscaler wrote into it: the ConfigMap outlives an autoscaler that stopped or
+// hangs. A status without a readable time is not judged stale.
+func (s *Status) Stale(now time.Time, maxAge time.Duration) (bool, string) {
+	at, err := time.Parse(statusTimeLayout, s.Time)
+	if err != nil || now.Sub(at) <= maxAge {
+		return false, ""
+	}
+	return true, fmt.Sprintf("the autoscaler last wrote its status at %s, more than %s ago: it may not be scanning, so what it said then is not reported",
+		at.UTC().Format(time.RFC3339), maxAge)
+}
 
 // Status is the part of cluster-autoscaler's status ConfigMap the pools report: per
 // node group, its health (target, bounds, node counts) and its scale-up state. It
@@ -42,6 +60,7 @@ const (
 // autoscaler's module; fields the pools do not report are left out, and unknown fields
 // are ignored, as a newer autoscaler may add some.
 type Status struct {
+	Time             string            `json:"time,omitempty"`
 	AutoscalerStatus string            `json:"autoscalerStatus,omitempty"`
 	NodeGroups       []NodeGroupStatus `json:"nodeGroups,omitempty"`
 }

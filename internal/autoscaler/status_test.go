@@ -3,6 +3,7 @@ package autoscaler_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -95,9 +96,27 @@ func TestParseStatusRefusesWhatIsNotTheFormat(t *testing.T) {
 			t.Errorf("%q: got %v, want an error naming the format", bad, err)
 		}
 	}
-	// The status a pre-1.30 autoscaler wrote (plain text) lists no node group, so every
-	// pool reads NotDiscovered rather than a wrong verdict.
-	if st, err := autoscaler.ParseStatus("Cluster-autoscaler status at 2023-01-01 ...\nCluster-wide:\n  Health: Healthy"); err == nil && len(st.NodeGroups) != 0 {
-		t.Errorf("plain-text status gave node groups: %+v", st.NodeGroups)
+	// The plain text a pre-1.30 autoscaler wrote is refused, never read as a verdict.
+	if _, err := autoscaler.ParseStatus("Cluster-autoscaler status at 2023-01-01 ...\nNodeGroups:\n  Name: MachineDeployment/ns/md\n  Health: Healthy"); err == nil {
+		t.Error("the pre-1.30 plain-text status parsed")
+	}
+}
+
+func TestStale(t *testing.T) {
+	st, err := autoscaler.ParseStatus(statusYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := time.Date(2026, 12, 2, 11, 0, 0, 0, time.UTC)
+	if stale, _ := st.Stale(written.Add(4*time.Minute), 5*time.Minute); stale {
+		t.Error("a status 4 min old is stale with a 5 min limit")
+	}
+	stale, msg := st.Stale(written.Add(6*time.Minute), 5*time.Minute)
+	if !stale || !strings.Contains(msg, "2026-12-02T11:00:00Z") {
+		t.Errorf("a status 6 min old: stale %v %q", stale, msg)
+	}
+	st.Time = "not a time"
+	if stale, _ := st.Stale(written.Add(time.Hour), 5*time.Minute); stale {
+		t.Error("a status without a readable time is judged stale")
 	}
 }

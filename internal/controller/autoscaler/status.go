@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -26,6 +27,11 @@ import (
 
 // DefaultStatusPoll is how often the status of a running autoscaler is read.
 const DefaultStatusPoll = time.Minute
+
+// unknownPoll is how soon a cluster is looked at again while the autoscaler controller
+// has not said whether its autoscaler runs: it says within seconds of a start, and the
+// pools' conditions then settle with the rest of their status rather than a poll later.
+const unknownPoll = 2 * time.Second
 
 // errNoStatus says the autoscaler has written no status yet.
 var errNoStatus = errors.New("not found")
@@ -44,6 +50,9 @@ type StatusReader struct {
 	// Poll is how often a running autoscaler's status is read (DefaultStatusPoll when 0;
 	// the chart's autoscaler.statusInterval).
 	Poll time.Duration
+	// ScanInterval is the autoscaler's --scan-interval: a status older than ten scans
+	// (and 5 minutes) is reported stale.
+	ScanInterval time.Duration
 }
 
 // Reconcile reads the Cluster's autoscaler status once and records it per pool.
@@ -81,11 +90,19 @@ func (r *StatusReader) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	}
 	running, known := r.Status.Autoscaler(req.NamespacedName)
 	if !known {
-		// The autoscaler controller has not looked since a restart: look again later,
-		// leaving the pools' conditions as they were.
-		return ctrl.Result{RequeueAfter: poll}, nil
+		// The autoscaler controller has not looked since a restart: look again soon
+		// (it does within seconds), leaving the pools' conditions as they were.
+		return ctrl.Result{RequeueAfter: min(poll, unknownPoll)}, nil
 	}
-	if running.Reason != ReasonRunning && running.Reason != ReasonManagedElsewhere {
+	if running.Reason == ReasonManagedElsewhere {
+		// The platform's own autoscaler may write its status elsewhere, and what the
+		// operator's last wrote stays in the tenant: nothing is read.
+		r.Conns.Close(req.NamespacedName)
+		r.Status.SetScaleUp(req.NamespacedName, all(metav1.ConditionUnknown, ReasonManagedElsewhere,
+			"the platform runs its own autoscaler for this cluster; the operator does not read its status"))
+		return ctrl.Result{}, nil
+	}
+	if running.Reason != ReasonRunning {
 		r.Conns.Close(req.NamespacedName)
 		r.Status.SetScaleUp(req.NamespacedName, all(metav1.ConditionUnknown, autoscaler.ReasonNotRunning,
 			"the cluster's autoscaler does not run yet (see AutoscalerReady), so nothing says whether it may add nodes"))
@@ -93,11 +110,19 @@ func (r *StatusReader) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	}
 	st, err := r.read(ctx, c)
 	if err != nil {
-		reason := autoscaler.ReasonStatusUnknown
+		// The error may carry the tenant's words (a body, the ConfigMap's text) and
+		// varies from try to try: the pools get a fixed sentence, the log the error.
+		reason, msg := autoscaler.ReasonStatusUnknown, fmt.Sprintf("%s could not be read (the operator's log has the error)", statusWhere)
 		if errors.Is(err, errNoStatus) {
-			reason = autoscaler.ReasonNoStatus
+			reason, msg = autoscaler.ReasonNoStatus, fmt.Sprintf("%s does not exist yet (the autoscaler writes it on its first scan)", statusWhere)
+		} else {
+			log.FromContext(ctx).Info("reading the autoscaler's status", "error", err)
 		}
-		r.Status.SetScaleUp(req.NamespacedName, all(metav1.ConditionUnknown, reason, err.Error()))
+		r.Status.SetScaleUp(req.NamespacedName, all(metav1.ConditionUnknown, reason, msg))
+		return ctrl.Result{RequeueAfter: poll}, nil
+	}
+	if stale, msg := st.Stale(time.Now(), r.maxAge()); stale {
+		r.Status.SetScaleUp(req.NamespacedName, all(metav1.ConditionUnknown, autoscaler.ReasonStale, msg))
 		return ctrl.Result{RequeueAfter: poll}, nil
 	}
 	out := map[types.NamespacedName]tenant.Condition{}
@@ -109,9 +134,18 @@ func (r *StatusReader) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	return ctrl.Result{RequeueAfter: poll}, nil
 }
 
+// statusWhere names the autoscaler's status ConfigMap in messages.
+var statusWhere = fmt.Sprintf("the autoscaler's status ConfigMap %s/%s in the tenant cluster", autoscaler.StatusNamespace, autoscaler.StatusConfigMapName)
+
+// maxAge is how old a status may be before it is taken for the status of an autoscaler
+// that no longer scans: ten scans, and never under 5 minutes.
+func (r *StatusReader) maxAge() time.Duration {
+	return max(5*time.Minute, 10*r.ScanInterval)
+}
+
 // read is the autoscaler's status from the tenant cluster.
 func (r *StatusReader) read(ctx context.Context, c *clusterv1.Cluster) (*autoscaler.Status, error) {
-	where := fmt.Sprintf("the autoscaler's status ConfigMap %s/%s in the tenant cluster", autoscaler.StatusNamespace, autoscaler.StatusConfigMapName)
+	where := statusWhere
 	conn, err := r.Conns.Get(ctx, client.ObjectKeyFromObject(c), c.UID)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", where, err)
@@ -120,7 +154,7 @@ func (r *StatusReader) read(ctx context.Context, c *clusterv1.Cluster) (*autosca
 	defer cancel()
 	cm, err := conn.Client.ConfigMaps(autoscaler.StatusNamespace).Get(ctx, autoscaler.StatusConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%s does not exist yet (the autoscaler writes it on its first scan): %w", where, errNoStatus)
+		return nil, errNoStatus
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", where, err)
@@ -145,7 +179,8 @@ func (r *StatusReader) Register(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("autoscalerstatus").
-		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// The managed-autoscaler annotation decides whether there is a status to read.
+		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// A pool made autoscaled starts the polling of its cluster; the last one gone
 		// or made fixed ends it.
 		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClusterOfPool),
