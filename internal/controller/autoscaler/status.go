@@ -145,10 +145,9 @@ func (r *StatusReader) maxAge() time.Duration {
 
 // read is the autoscaler's status from the tenant cluster.
 func (r *StatusReader) read(ctx context.Context, c *clusterv1.Cluster) (*autoscaler.Status, error) {
-	where := statusWhere
 	conn, err := r.Conns.Get(ctx, client.ObjectKeyFromObject(c), c.UID)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", where, err)
+		return nil, fmt.Errorf("reading %s: %w", statusWhere, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, tenant.RequestTimeout)
 	defer cancel()
@@ -157,11 +156,11 @@ func (r *StatusReader) read(ctx context.Context, c *clusterv1.Cluster) (*autosca
 		return nil, errNoStatus
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", where, err)
+		return nil, fmt.Errorf("reading %s: %w", statusWhere, err)
 	}
 	st, err := autoscaler.ParseStatus(cm.Data[autoscaler.StatusKey])
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, fmt.Errorf("%s: %w", statusWhere, err)
 	}
 	return st, nil
 }

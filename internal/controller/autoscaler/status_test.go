@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -83,6 +84,16 @@ func TestAbleToScaleUpFromTheAutoscalersStatus(t *testing.T) {
 	// Within its limits again.
 	setStatus("nodeGroups:\n- name: " + group + "\n  health: {status: Healthy, cloudProviderTarget: 1, maxSize: 3}\n  scaleUp: {status: NoActivity}\n")
 	waitPoolConditionOf(t, ng, v1.ConditionAbleToScaleUp, metav1.ConditionTrue, autoscaler.ReasonWithinLimits)
+
+	// The platform takes the cluster's autoscaler over: its status is no longer read,
+	// and the last verdict is not left standing.
+	patchCluster(t, ns, func(c *clusterv1.Cluster) {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[autoscalerctl.AnnotationManaged] = "false"
+	})
+	waitPoolConditionOf(t, ng, v1.ConditionAbleToScaleUp, metav1.ConditionUnknown, autoscalerctl.ReasonManagedElsewhere)
 
 	// Made fixed-size: neither autoscaler condition stays on the pool.
 	resize(t, ng, 2, 2)
