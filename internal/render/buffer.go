@@ -2,8 +2,8 @@ package render
 
 import "sync"
 
-// scratch holds the buffers documents and hash inputs are written into before they are
-// copied out (into a string, into a hash). A fresh buffer would be zeroed for every
+// scratch holds the buffers Talos documents are written into before they are copied
+// out into a string. A fresh buffer would be zeroed for every
 // document of every render; these are reused instead. Nothing in them outlives a use:
 // each use writes its buffer from the start.
 var scratch = sync.Pool{New: func() any {
@@ -11,7 +11,7 @@ var scratch = sync.Pool{New: func() any {
 	return &b
 }}
 
-// scratchSize fits a pool's Talos document and its hash input (3-5 KiB); a bigger one
+// scratchSize fits a pool's Talos document (3-5 KiB); a bigger one
 // is written into a grown copy, which is not kept.
 const scratchSize = 8 << 10
 
