@@ -323,17 +323,20 @@ func (r *Reconciler) templateResources(ctx context.Context, c *clusterv1.Cluster
 }
 
 // remove deletes the Cluster's autoscaler objects that the operator made, and leaves
-// any other object of those names alone.
+// any other object of those names alone. It reads their metadata only, which the cache
+// holds of them (Secrets, which are not cached, live).
 func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster) error {
 	name := types.NamespacedName{Namespace: c.Namespace, Name: autoscaler.Name(c.Name)}
 	var errs []error
-	for _, o := range []struct {
-		kind string
-		obj  client.Object
-	}{{"Deployment", &appsv1.Deployment{}}, {"Secret", &corev1.Secret{}}, {"RoleBinding", &rbacv1.RoleBinding{}}, {"Role", &rbacv1.Role{}}, {"ServiceAccount", &corev1.ServiceAccount{}}} {
-		obj := o.obj
+	for _, gvk := range []schema.GroupVersionKind{
+		appsv1.SchemeGroupVersion.WithKind("Deployment"), corev1.SchemeGroupVersion.WithKind("Secret"),
+		rbacv1.SchemeGroupVersion.WithKind("RoleBinding"), rbacv1.SchemeGroupVersion.WithKind("Role"),
+		corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
+	} {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
 		key, reader := name, client.Reader(r.Client)
-		if o.kind == "Secret" { // Secrets are not cached
+		if gvk.Kind == "Secret" {
 			key.Name, reader = autoscaler.KubeconfigSecretName(c.Name), r.APIReader
 		}
 		if err := reader.Get(ctx, key, obj); err != nil {
@@ -349,7 +352,7 @@ func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster) error {
 			errs = append(errs, err)
 			continue
 		}
-		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "AutoscalerRemoved", "DeleteAutoscaler", "%s %s removed: the cluster has no autoscaled pool, or its autoscaler is managed elsewhere", o.kind, obj.GetName())
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "AutoscalerRemoved", "DeleteAutoscaler", "%s %s removed: the cluster has no autoscaled pool, or its autoscaler is managed elsewhere", gvk.Kind, obj.GetName())
 	}
 	return errors.Join(errs...)
 }

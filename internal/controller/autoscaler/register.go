@@ -37,7 +37,10 @@ var changed = builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}
 
 // CacheOptions restricts the manager's cache of the autoscaler's kinds to the
 // operator's autoscaler objects: a ServiceAccount, Role, RoleBinding or Deployment of
-// anyone else is never held in memory.
+// anyone else is never held in memory. Of the ServiceAccount, Role and RoleBinding the
+// cache holds only metadata (Register watches them so), of the Deployment what
+// running reads (nodegroup.CacheOptions' transform trims it): the applier reads the
+// objects live, so the cache is for their events.
 func CacheOptions(byObject map[client.Object]cache.ByObject) {
 	ours := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue, autoscaler.LabelName: "cluster-autoscaler"})
 	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &appsv1.Deployment{}} {
@@ -77,9 +80,9 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		// Its own objects: a change or deletion by someone else is put back, and the
 		// Deployment's availability is what the pools report. A resync (the same
 		// resourceVersion) is no reason to look.
-		Owns(&corev1.ServiceAccount{}, changed).
-		Owns(&rbacv1.Role{}, changed).
-		Owns(&rbacv1.RoleBinding{}, changed).
+		Owns(&corev1.ServiceAccount{}, builder.OnlyMetadata, changed).
+		Owns(&rbacv1.Role{}, builder.OnlyMetadata, changed).
+		Owns(&rbacv1.RoleBinding{}, builder.OnlyMetadata, changed).
 		Owns(&appsv1.Deployment{}, changed).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)

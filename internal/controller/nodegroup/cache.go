@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -33,6 +34,9 @@ import (
 //     down to the labels a clean-up selects by and the owners;
 //   - of Clusters and Kamaji control planes, no status: only their specs are read, and
 //     their status is the larger part of them;
+//   - of the autoscaler's Deployments (internal/controller/autoscaler caches only its
+//     own), their metadata, replicas and status, which tell whether it runs: the Pod
+//     template is most of a Deployment, and the autoscaler's applier reads it live;
 //   - of every object, no managedFields and no last-applied-configuration annotation,
 //     which nothing reads from the cache and which are often the larger part of it;
 //     and the strings thousands of objects repeat (namespaces, label and annotation
@@ -63,6 +67,9 @@ func compact(in any) (any, error) {
 	switch o := obj.(type) {
 	case *clusterv1.Cluster:
 		o.Status = clusterv1.ClusterStatus{}
+	case *appsv1.Deployment:
+		return &appsv1.Deployment{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta,
+			Spec: appsv1.DeploymentSpec{Replicas: o.Spec.Replicas}, Status: o.Status}, nil
 	case *unstructured.Unstructured:
 		if o.GroupVersionKind().GroupKind() == controlplanedns.KamajiControlPlaneGVK.GroupKind() {
 			delete(o.Object, "status")

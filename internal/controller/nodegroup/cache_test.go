@@ -3,6 +3,8 @@ package nodegroup_test
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -70,5 +72,32 @@ func TestCacheDropsStatusesNobodyReads(t *testing.T) {
 	}
 	if len(ng.Status.Conditions) != 1 {
 		t.Error("the cached NodeGroup lost its status")
+	}
+}
+
+// TestCacheKeepsWhatTheAutoscalerControllerReads: of the autoscaler's Deployment the
+// cache keeps its metadata, spec.replicas and status (internal/controller/autoscaler's
+// running reads them) and drops the Pod template.
+func TestCacheKeepsWhatTheAutoscalerControllerReads(t *testing.T) {
+	transform := nodegroup.CacheOptions().DefaultTransform
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant-autoscaler", Generation: 3,
+			Labels: map[string]string{"app": "x"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "nodegroup-operator"}}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr[int32](1), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "cluster-autoscaler", Image: "registry.k8s.io/autoscaling/cluster-autoscaler:v1.35.0"}}}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Message: "quota"}}},
+	}
+	out, err := transform(dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*appsv1.Deployment)
+	if len(got.Spec.Template.Spec.Containers) != 0 || got.ManagedFields != nil {
+		t.Errorf("the cached Deployment keeps its Pod template or managed fields: %+v", got.Spec.Template)
+	}
+	if got.Name != dep.Name || got.Generation != 3 || got.Labels["app"] != "x" || *got.Spec.Replicas != 1 ||
+		got.Status.AvailableReplicas != 1 || got.Status.ObservedGeneration != 3 || got.Status.Conditions[0].Message != "quota" {
+		t.Errorf("the cached Deployment lost what the autoscaler controller reads: %+v", got)
 	}
 }
