@@ -62,8 +62,8 @@ demo: ## A local control plane, the operator, the example pools and what it made
 	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: bench
-bench: ## Render micro-benchmarks and the scale benchmark at 1,000 pools (SCALE_ARGS=); results in results/.
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/render/
+bench: ## Benchmarks of one pool's whole reconcile (first, steady) and the scale benchmark at 1,000 pools (SCALE_ARGS=); results in results/.
+	$(GO) test -run '^$$' -bench Reconcile -benchmem -count 5 ./internal/controller/nodegroup/
 	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/scale -namespaces 200 -pools 5 -steady 1m -resyncs 3 $(SCALE_ARGS)
 
 .PHONY: bench-full

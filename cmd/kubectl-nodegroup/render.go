@@ -124,10 +124,7 @@ func addDefaults(store *offline.Store, s *runtime.Scheme, ng *v1.NodeGroup, apis
 		if len(gvks) == 0 || (!replace && store.Has(gvks[0].GroupKind(), client.ObjectKeyFromObject(obj))) {
 			return
 		}
-		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		u := &unstructured.Unstructured{Object: m}
-		u.SetGroupVersionKind(gvks[0])
-		store.Add(u)
+		_ = store.AddObject(obj)
 	}
 	add := func(obj client.Object) { put(obj, false) }
 	// A flag's address replaces a Service of the files: a Service in a manifest has no

@@ -5,16 +5,19 @@
 package offline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,10 +26,18 @@ import (
 )
 
 // Store is a read-only set of objects that answers Get like an API server would: a
-// missing object is NotFound. It does not list: resolve never lists.
+// missing object is NotFound. It lists by namespace and labels (not by fields), for
+// the reconciler's benchmarks, which read from it what the operator reads from its
+// cache; resolve never lists.
 type Store struct {
 	scheme *runtime.Scheme
-	objs   map[storeKey][]byte
+	objs   map[storeKey]stored
+}
+
+// stored is an object's JSON and its labels, which a list selects by.
+type stored struct {
+	json   []byte
+	labels labels.Set
 }
 
 type storeKey struct {
@@ -37,7 +48,7 @@ type storeKey struct {
 
 // NewStore returns an empty store that decodes into the kinds of scheme.
 func NewStore(scheme *runtime.Scheme) *Store {
-	return &Store{scheme: scheme, objs: map[storeKey][]byte{}}
+	return &Store{scheme: scheme, objs: map[storeKey]stored{}}
 }
 
 // AddFile adds every object of a multi-document YAML file.
@@ -65,7 +76,23 @@ func (s *Store) AddFile(path string) error {
 // Add adds one object.
 func (s *Store) Add(u *unstructured.Unstructured) {
 	b, _ := json.Marshal(u.Object)
-	s.objs[storeKey{u.GroupVersionKind().GroupKind(), u.GetNamespace(), u.GetName()}] = b
+	s.objs[storeKey{u.GroupVersionKind().GroupKind(), u.GetNamespace(), u.GetName()}] = stored{b, u.GetLabels()}
+}
+
+// AddObject adds a typed object, of a kind the store's scheme knows.
+func (s *Store) AddObject(obj client.Object) error {
+	gvk, err := apiutil.GVKForObject(obj, s.scheme)
+	if err != nil {
+		return err
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	s.Add(u)
+	return nil
 }
 
 // Has reports whether an object of that kind and key is in the store.
@@ -80,19 +107,52 @@ func (s *Store) Get(_ context.Context, key client.ObjectKey, obj client.Object, 
 	if err != nil {
 		return err
 	}
-	b, ok := s.objs[storeKey{gvk.GroupKind(), key.Namespace, key.Name}]
+	o, ok := s.objs[storeKey{gvk.GroupKind(), key.Namespace, key.Name}]
 	if !ok {
 		return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind)}, key.Name)
 	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return json.Unmarshal(b, &u.Object)
+		return json.Unmarshal(o.json, &u.Object)
 	}
-	return json.Unmarshal(b, obj)
+	return json.Unmarshal(o.json, obj)
 }
 
-// List is not offered offline.
-func (s *Store) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return errors.New("listing is not possible offline")
+// List decodes the stored objects of the list's kind (its kind less "List") that the
+// namespace and label selector of opts select into list, in name order. A field
+// selector is refused: the store keeps no indexes.
+func (s *Store) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	gvk, err := apiutil.GVKForObject(list, s.scheme)
+	if err != nil {
+		return err
+	}
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	if o.FieldSelector != nil && !o.FieldSelector.Empty() {
+		return errors.New("listing by field is not possible offline")
+	}
+	gk := schema.GroupKind{Group: gvk.Group, Kind: strings.TrimSuffix(gvk.Kind, "List")}
+	keys := make([]storeKey, 0)
+	for k := range s.objs {
+		if k.gk == gk && (o.Namespace == "" || k.namespace == o.Namespace) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b storeKey) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+	})
+	items := make([]json.RawMessage, 0, len(keys))
+	for _, k := range keys {
+		if o.LabelSelector == nil || o.LabelSelector.Matches(s.objs[k].labels) {
+			items = append(items, s.objs[k].json)
+		}
+	}
+	b, err := json.Marshal(map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind, "items": items})
+	if err != nil {
+		return err
+	}
+	if u, ok := list.(*unstructured.UnstructuredList); ok {
+		return u.UnmarshalJSON(b)
+	}
+	return json.Unmarshal(b, list)
 }
 
 // Mapper maps the kinds resolve reads by group and kind to the versions the operator

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,3 +58,43 @@ func TestStoreAnswersLikeAnAPIServer(t *testing.T) {
 }
 
 func svcGK(group, kind string) schema.GroupKind { return schema.GroupKind{Group: group, Kind: kind} }
+
+// TestStoreLists: a list holds the objects of its kind in the namespace asked, that the
+// label selector selects, whatever the list's type; a field selector is refused.
+func TestStoreLists(t *testing.T) {
+	s := NewStore(scheme.New())
+	svc := func(ns, name string, labels map[string]string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+	}
+	for _, obj := range []client.Object{
+		svc("t", "b", map[string]string{"pool": "x"}), svc("t", "a", map[string]string{"pool": "x"}),
+		svc("t", "c", nil), svc("other", "d", map[string]string{"pool": "x"}),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "s", Labels: map[string]string{"pool": "x"}}},
+	} {
+		if err := s.AddObject(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	selected := []client.ListOption{client.InNamespace("t"), client.HasLabels{"pool"}}
+	typed := &corev1.ServiceList{}
+	if err := s.List(ctx, typed, selected...); err != nil {
+		t.Fatal(err)
+	}
+	if len(typed.Items) != 2 || typed.Items[0].Name != "a" || typed.Items[1].Name != "b" {
+		t.Fatalf("typed list: %v", typed.Items)
+	}
+	meta := &metav1.PartialObjectMetadataList{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceList"))
+	if err := s.List(ctx, meta, client.MatchingLabels{"pool": "x"}); err != nil || len(meta.Items) != 3 {
+		t.Fatalf("metadata list across namespaces: %v, %d items", err, len(meta.Items))
+	}
+	u := &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceList"))
+	if err := s.List(ctx, u, client.InNamespace("t")); err != nil || len(u.Items) != 3 || u.Items[0].GetKind() != "Service" {
+		t.Fatalf("unstructured list: %v, %d items", err, len(u.Items))
+	}
+	if err := s.List(ctx, &corev1.ServiceList{}, client.MatchingFields{"spec.clusterIP": "x"}); err == nil {
+		t.Fatal("a field selector was accepted")
+	}
+}

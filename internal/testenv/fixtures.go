@@ -50,6 +50,27 @@ type TenantOptions struct {
 // and the tenant API server's Service; what opts adds; and, once per control plane, the
 // built-in location (admitting every namespace) and the management DNS Service.
 func CreateTenant(ctx context.Context, c client.Client, ns string, opts TenantOptions) error {
+	once, objs, err := TenantObjects(ns, opts)
+	if err != nil {
+		return err
+	}
+	for _, obj := range once {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for _, obj := range objs {
+		if err := c.Create(ctx, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TenantObjects are the objects CreateTenant creates: once, those of the control plane
+// (the built-in location, the management DNS Service), and objs, the tenant's. The
+// Services have no ClusterIP: the API server gives them one.
+func TenantObjects(ns string, opts TenantOptions) (once, objs []client.Object, err error) {
 	cp := &unstructured.Unstructured{}
 	cp.SetAPIVersion("controlplane.cluster.x-k8s.io/v1alpha2")
 	cp.SetKind("KamajiControlPlane")
@@ -63,18 +84,13 @@ func CreateTenant(ctx context.Context, c client.Client, ns string, opts TenantOp
 	infra.SetKind("KubevirtCluster")
 	infra.SetNamespace(ns)
 	infra.SetName(TenantCluster)
-	once := []client.Object{
+	once = []client.Object{
 		&v1.Location{ObjectMeta: metav1.ObjectMeta{Name: v1.BuiltinLocation}, Spec: v1.LocationSpec{
 			Provider:          v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
 			AllowedNamespaces: &metav1.LabelSelector{},
 		}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}},
-	}
-	for _, obj := range once {
-		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
 	}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TenantCluster}, Spec: clusterv1.ClusterSpec{
 		ClusterNetwork: clusterv1.ClusterNetwork{
@@ -87,7 +103,7 @@ func CreateTenant(ctx context.Context, c client.Client, ns string, opts TenantOp
 	if !opts.ProviderEndpoint {
 		cluster.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: TenantCluster + "." + ns + ".svc", Port: 6443}
 	}
-	objs := []client.Object{
+	objs = []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: opts.Labels}},
 		cp,
 		infra,
@@ -98,23 +114,18 @@ func CreateTenant(ctx context.Context, c client.Client, ns string, opts TenantOp
 	if opts.Kubeconfig != nil {
 		kamaji, err := KamajiSecrets(ns, TenantCluster, opts.Kubeconfig)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		objs = append(objs, kamaji...)
 	}
 	if opts.TalosSecret {
 		secret, err := TalosSecret(ns)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		objs = append(objs, secret)
 	}
-	for _, obj := range objs {
-		if err := c.Create(ctx, obj); err != nil {
-			return err
-		}
-	}
-	return nil
+	return once, objs, nil
 }
 
 // KamajiSecrets are the Secrets the Kamaji control-plane provider writes for a Cluster

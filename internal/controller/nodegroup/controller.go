@@ -185,9 +185,23 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: waitDelay}, nil
 	}
 
+	written, err := r.applyObjects(ctx, ng, out)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	md := out.MachineDeployment
+	ng.Status.MachineDeploymentName = md.Name
+	ng.Status.BootstrapTemplateName = out.Bootstrap.GetName()
+	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
+	setCondition(ng, v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
+	return ctrl.Result{}, r.observe(ctx, ng, md.Name, written)
+}
+
+// applyObjects applies the rendered objects and deletes the templates they supersede.
+// written is the MachineDeployment as the server returned it when this call wrote it
+// (empty otherwise): the cache may not hold it yet, and the status is computed from it.
+func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *render.Output) (*unstructured.Unstructured, error) {
 	owner := apply.NodeGroupOwner(ng)
-	// written is the MachineDeployment as the server returned it when this reconcile
-	// wrote it: the cache may not hold it yet, and the status is computed from it.
 	written := &unstructured.Unstructured{}
 	for _, obj := range out.Objects() {
 		var opts []apply.Option
@@ -197,22 +211,17 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 		if _, err := r.applier.Apply(ctx, owner, obj, opts...); err != nil {
 			setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
 				fmt.Sprintf("applying %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
-			return ctrl.Result{}, err
+			return nil, err
 		}
 	}
-	md := out.MachineDeployment
 	keep := map[schema.GroupKind]string{
 		out.Bootstrap.GetObjectKind().GroupVersionKind().GroupKind():      out.Bootstrap.GetName(),
 		out.Infrastructure.GetObjectKind().GroupVersionKind().GroupKind(): out.Infrastructure.GetName(),
 	}
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), md.Name, keep, templateKinds...); err != nil {
-		return ctrl.Result{}, err
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), out.MachineDeployment.Name, keep, templateKinds...); err != nil {
+		return nil, err
 	}
-	ng.Status.MachineDeploymentName = md.Name
-	ng.Status.BootstrapTemplateName = out.Bootstrap.GetName()
-	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
-	setCondition(ng, v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
-	return ctrl.Result{}, r.observe(ctx, ng, md.Name, written)
+	return written, nil
 }
 
 // policyViolations is the second line of defence behind admission: the same rules the

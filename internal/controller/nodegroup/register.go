@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -48,11 +49,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 	if r.Cache == nil {
 		r.Cache = mgr.GetCache()
 	}
-	r.resolver = &resolve.Resolver{
-		Client: r.Client, APIReader: r.APIReader, Mapper: mgr.GetRESTMapper(), Catalog: r.Catalog,
-		ManagementDNS: r.ManagementDNS, ManagementDNSDomain: r.ManagementDNSDomain, Cache: r.Cache,
-	}
-	r.applier = apply.NewCached(r.Client, r.APIReader, r.Cache)
+	r.wire(mgr.GetRESTMapper())
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor("nodegroup-operator")
 	}
@@ -106,6 +103,17 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		}))
 	}
 	return b.Complete(r)
+}
+
+// wire makes the resolver and the applier from the reconciler's client and readers.
+// Register wires with the manager's; the benchmarks wire a Reconciler without a
+// manager the same way (bench_test.go).
+func (r *Reconciler) wire(mapper meta.RESTMapper) {
+	r.resolver = &resolve.Resolver{
+		Client: r.Client, APIReader: r.APIReader, Mapper: mapper, Catalog: r.Catalog,
+		ManagementDNS: r.ManagementDNS, ManagementDNSDomain: r.ManagementDNSDomain, Cache: r.Cache,
+	}
+	r.applier = apply.NewCached(r.Client, r.APIReader, r.Cache)
 }
 
 // machineSetChanged lets through what a pool reads of a MachineSet, which templates it

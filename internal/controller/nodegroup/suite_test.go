@@ -1,6 +1,8 @@
 package nodegroup_test
 
 import (
+	"flag"
+	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +23,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The benchmarks (bench_test.go) read from an in-memory store: run on their own
+	// (-run '^$' -bench ...) they start no API server.
+	flag.Parse()
+	if flag.Lookup("test.run").Value.String() == "^$" && flag.Lookup("test.bench").Value.String() != "" {
+		os.Exit(m.Run())
+	}
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
 		opts := ctrl.Options{Scheme: scheme.New(), Cache: nodegroup.CacheOptions(), NewClient: writes.NewClient}
