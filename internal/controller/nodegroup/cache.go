@@ -1,13 +1,14 @@
 package nodegroup
 
 import (
-	"sync"
-	"sync/atomic"
+	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -37,6 +38,9 @@ import (
 //   - of the autoscaler's Deployments (internal/controller/autoscaler caches only its
 //     own), their metadata, replicas and status, which tell whether it runs: the Pod
 //     template is most of a Deployment, and the autoscaler's applier reads it live;
+//   - of the Services and Secrets watched as metadata, and of the autoscaler's
+//     ServiceAccounts, Roles and RoleBindings, nothing their readers do not look at
+//     (trimUnreadMetadata), and of MachineSets no annotations;
 //   - of every object, no managedFields and no last-applied-configuration annotation,
 //     which nothing reads from the cache and which are often the larger part of it;
 //     and the strings thousands of objects repeat (namespaces, label and annotation
@@ -63,29 +67,51 @@ func compact(in any) (any, error) {
 	if !ok {
 		return in, nil
 	}
-	compactMeta(obj)
 	switch o := obj.(type) {
 	case *clusterv1.Cluster:
 		o.Status = clusterv1.ClusterStatus{}
 	case *appsv1.Deployment:
-		return &appsv1.Deployment{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta,
-			Spec: appsv1.DeploymentSpec{Replicas: o.Spec.Replicas}, Status: o.Status}, nil
+		o.Annotations = nil
+		obj = &appsv1.Deployment{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta,
+			Spec: appsv1.DeploymentSpec{Replicas: o.Spec.Replicas}, Status: o.Status}
+	case *metav1.PartialObjectMetadata:
+		trimUnreadMetadata(o)
 	case *unstructured.Unstructured:
 		if o.GroupVersionKind().GroupKind() == controlplanedns.KamajiControlPlaneGVK.GroupKind() {
 			delete(o.Object, "status")
 		}
-	}
-	if ng, ok := obj.(*v1.NodeGroup); ok {
-		ng.Spec.ClusterName = intern(ng.Spec.ClusterName)
-		ng.Spec.NodeGroupClassName = intern(ng.Spec.NodeGroupClassName)
-		ng.Spec.LocationName = intern(ng.Spec.LocationName)
-		for i := range ng.Status.Conditions {
-			c := &ng.Status.Conditions[i]
+	case *v1.NodeGroup:
+		o.Spec.ClusterName = intern(o.Spec.ClusterName)
+		o.Spec.NodeGroupClassName = intern(o.Spec.NodeGroupClassName)
+		o.Spec.LocationName = intern(o.Spec.LocationName)
+		for i := range o.Status.Conditions {
+			c := &o.Status.Conditions[i]
 			c.Type, c.Status = intern(c.Type), metav1.ConditionStatus(intern(string(c.Status)))
 			c.Reason, c.Message = intern(c.Reason), intern(c.Message)
 		}
 	}
+	compactMeta(obj)
 	return obj, nil
+}
+
+// trimUnreadMetadata drops what no reader of the cache looks at in the metadata the
+// operator watches of other kinds (its templates have their own transform):
+//   - of a Service, everything but its name and version (poolsOfService maps by name,
+//     the resolver compares resourceVersions);
+//   - of a Secret, its annotations (the watches map by name; internal/credentials reads
+//     labels and owners);
+//   - of the autoscaler's ServiceAccount, Role and RoleBinding, their annotations (the
+//     autoscaler controller's remove reads labels and owners).
+//
+// The informers set the kind on what they watch as metadata, so it can be told here.
+func trimUnreadMetadata(m *metav1.PartialObjectMetadata) {
+	switch m.GroupVersionKind().GroupKind() {
+	case schema.GroupKind{Kind: "Service"}:
+		m.Labels, m.Annotations, m.OwnerReferences, m.Finalizers = nil, nil, nil, nil
+	case schema.GroupKind{Kind: "Secret"}, schema.GroupKind{Kind: "ServiceAccount"},
+		schema.GroupKind{Group: rbacv1.GroupName, Kind: "Role"}, schema.GroupKind{Group: rbacv1.GroupName, Kind: "RoleBinding"}:
+		m.Annotations = nil
+	}
 }
 
 // lastApplied is kubectl's client-side apply annotation: a copy of the whole object.
@@ -133,6 +159,7 @@ func trimMachineSet(in any) (any, error) {
 		return in, nil
 	}
 	out := &clusterv1.MachineSet{TypeMeta: ms.TypeMeta, ObjectMeta: ms.ObjectMeta}
+	out.Annotations = nil // Cluster API's replica and revision bookkeeping: nobody reads it
 	compactMeta(out)
 	out.Spec.Template.Spec = templateRefs(ms.Spec.Template.Spec)
 	return out, nil
@@ -180,34 +207,17 @@ func trimTemplate(in any) (any, error) {
 	return out, nil
 }
 
-// Interned strings: held once however many cached objects carry them. The table keeps
-// short strings only and stops growing at a bound, so strings that are not repeated
-// (names in messages, say) cost at most that much.
-const (
-	internMaxLen     = 128
-	internMaxEntries = 1 << 16
-)
+// internMaxLen: strings longer than this (condition messages naming a pool, say) are
+// seldom repeated, and are held as they are.
+const internMaxLen = 128
 
-var (
-	interned      sync.Map // string -> string
-	internedCount atomic.Int64
-)
-
+// intern returns s held once however many cached objects carry it (unique.Make's
+// canonical copy, which goes when no cached object holds it any more).
 func intern(s string) string {
 	if s == "" || len(s) > internMaxLen {
 		return s
 	}
-	if v, ok := interned.Load(s); ok {
-		return v.(string)
-	}
-	if internedCount.Load() >= internMaxEntries {
-		return s
-	}
-	v, loaded := interned.LoadOrStore(s, s)
-	if !loaded {
-		internedCount.Add(1)
-	}
-	return v.(string)
+	return unique.Make(s).Value()
 }
 
 func internMap(m map[string]string) map[string]string {

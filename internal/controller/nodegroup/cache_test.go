@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -99,5 +100,44 @@ func TestCacheKeepsWhatTheAutoscalerControllerReads(t *testing.T) {
 	if got.Name != dep.Name || got.Generation != 3 || got.Labels["app"] != "x" || *got.Spec.Replicas != 1 ||
 		got.Status.AvailableReplicas != 1 || got.Status.ObservedGeneration != 3 || got.Status.Conditions[0].Message != "quota" {
 		t.Errorf("the cached Deployment lost what the autoscaler controller reads: %+v", got)
+	}
+}
+
+// TestCacheTrimsMetadataNobodyReads: of Services only the name and version are held,
+// of Secrets and the autoscaler's RBAC objects their labels and owners but no
+// annotations; a kind the cache does not trim keeps its metadata.
+func TestCacheTrimsMetadataNobodyReads(t *testing.T) {
+	transform := nodegroup.CacheOptions().DefaultTransform
+	meta := func(group, version, kind string) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "x", ResourceVersion: "7",
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "nodegroup-operator"}, Annotations: map[string]string{"a": "b"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Cluster", Name: "tenant"}}}}
+		m.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
+		return m
+	}
+	for _, tc := range []struct {
+		obj                        *metav1.PartialObjectMetadata
+		labels, annotations, owner bool
+	}{
+		{meta("", "v1", "Service"), false, false, false},
+		{meta("", "v1", "Secret"), true, false, true},
+		{meta("", "v1", "ServiceAccount"), true, false, true},
+		{meta("rbac.authorization.k8s.io", "v1", "Role"), true, false, true},
+		{meta("rbac.authorization.k8s.io", "v1", "RoleBinding"), true, false, true},
+		{meta("example.com", "v1", "Other"), true, true, true},
+	} {
+		out, err := transform(tc.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := out.(*metav1.PartialObjectMetadata)
+		kind := tc.obj.Kind
+		if got.Name != "x" || got.ResourceVersion != "7" {
+			t.Errorf("%s: lost its name or version: %+v", kind, got.ObjectMeta)
+		}
+		if (len(got.Labels) > 0) != tc.labels || (len(got.Annotations) > 0) != tc.annotations || (len(got.OwnerReferences) > 0) != tc.owner {
+			t.Errorf("%s: labels %v, annotations %v, owners %v; want labels %v, annotations %v, owners %v",
+				kind, got.Labels, got.Annotations, got.OwnerReferences, tc.labels, tc.annotations, tc.owner)
+		}
 	}
 }
