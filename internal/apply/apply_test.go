@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -118,13 +119,13 @@ func kubevirtTemplate(ns, name string) *capk.KubevirtMachineTemplate {
 		ObjectMeta: templateMeta(ns, name),
 		Spec: capk.KubevirtMachineTemplateSpec{Template: capk.KubevirtMachineTemplateResource{Spec: capk.KubevirtMachineSpec{
 			VirtualMachineBootstrapCheck: capk.VirtualMachineBootstrapCheck{CheckStrategy: "none"},
-			VirtualMachineTemplate: capk.VirtualMachineTemplateSpec{Spec: capk.VirtualMachineSpec{
-				RunStrategy: "Always",
-				Template: capk.VMITemplateSpec{Spec: capk.VMISpec{Domain: capk.DomainSpec{
-					CPU:    &capk.CPU{Cores: 2},
-					Memory: &capk.Memory{Guest: ptr.To(resource.MustParse("4Gi"))},
-					Devices: capk.Devices{
-						Disks: []capk.Disk{{Name: "system", Disk: &capk.DiskTarget{Bus: "virtio"}}},
+			VirtualMachineTemplate: capk.VirtualMachineTemplateSpec{Spec: kubevirtv1.VirtualMachineSpec{
+				RunStrategy: ptr.To(kubevirtv1.RunStrategyAlways),
+				Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{
+					CPU:    &kubevirtv1.CPU{Cores: 2},
+					Memory: &kubevirtv1.Memory{Guest: ptr.To(resource.MustParse("4Gi"))},
+					Devices: kubevirtv1.Devices{
+						Disks: []kubevirtv1.Disk{{Name: "system", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}}},
 					},
 				}}},
 			}},

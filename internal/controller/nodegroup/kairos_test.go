@@ -73,7 +73,7 @@ func TestKairosPool(t *testing.T) {
 	mustGet(t, ns, got.Status.InfrastructureTemplateName, infra)
 	vm := infra.Spec.Template.Spec.VirtualMachineTemplate.Spec
 	src := vm.DataVolumeTemplates[0].Spec.Source.Registry
-	if src == nil || src.URL != "docker://"+kairosImage || src.SecretRef != pull.Name {
+	if src == nil || src.URL == nil || *src.URL != "docker://"+kairosImage || src.SecretRef == nil || *src.SecretRef != pull.Name {
 		t.Errorf("system disk source = %+v", src)
 	}
 	if efi := vm.Template.Spec.Domain.Firmware; efi == nil || efi.Bootloader.EFI.SecureBoot == nil || *efi.Bootloader.EFI.SecureBoot {
