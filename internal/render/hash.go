@@ -11,7 +11,7 @@ import (
 // hashed, so changing how the hash is computed (a new field, a new encoding) is a
 // deliberate step: bump the version and every pool rolls once, on purpose; leave it and
 // nothing rolls by accident.
-const HashVersion = "v1"
+const HashVersion = "v2"
 
 // contentHash is the short hash of a template's spec: the first contentHashLen hex
 // digits of sha256(HashVersion, a zero byte, the spec as encoding/json writes it). The
