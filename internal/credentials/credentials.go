@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,7 +224,9 @@ func equalData(a, b map[string][]byte) bool {
 }
 
 // registryCredentials reads a registry credential from a Secret holding either CDI's own
-// keys or a docker config for the image's registry.
+// keys or a docker config for the image's registry. The registry is go-containerregistry's
+// reading of the reference, so a Docker Hub image named without a host (alpine:3,
+// library/alpine) finds the credential docker login stores for index.docker.io.
 func registryCredentials(s *corev1.Secret, imageRef string) (map[string][]byte, error) {
 	if len(s.Data[keyAccessKeyID]) > 0 && len(s.Data[keySecretKey]) > 0 {
 		return map[string][]byte{keyAccessKeyID: s.Data[keyAccessKeyID], keySecretKey: s.Data[keySecretKey]}, nil
@@ -242,8 +245,16 @@ func registryCredentials(s *corev1.Secret, imageRef string) (map[string][]byte, 
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, fmt.Errorf("%s is not a docker config: %w", corev1.DockerConfigJsonKey, err)
 	}
-	host, _, _ := strings.Cut(imageRef, "/")
-	for _, key := range []string{host, "https://" + host, "https://" + host + "/v1/"} {
+	ref, err := name.ParseReference(imageRef)
+	if err != nil {
+		return nil, fmt.Errorf("the image %q is not an image reference: %w", imageRef, err)
+	}
+	host := ref.Context().RegistryStr()
+	keys := []string{host, "https://" + host, "https://" + host + "/v1/"}
+	if host == name.DefaultRegistry {
+		keys = append(keys, "docker.io")
+	}
+	for _, key := range keys {
 		a, ok := cfg.Auths[key]
 		if !ok {
 			continue
