@@ -2,9 +2,12 @@ package testenv
 
 import (
 	"context"
+	"crypto/x509"
+	"fmt"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -47,4 +50,17 @@ func (e *Env) MustCreate(t testing.TB, obj client.Object) {
 	if err := e.Client.Create(context.Background(), obj); err != nil {
 		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
 	}
+}
+
+// WebhooksTrust returns an error unless every webhook's caBundle in cfg verifies cert for
+// the host name dnsName.
+func WebhooksTrust(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, cert *x509.Certificate, dnsName string) error {
+	for _, w := range cfg.Webhooks {
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(w.ClientConfig.CABundle)
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: dnsName}); err != nil {
+			return fmt.Errorf("webhook %s: %w", w.Name, err)
+		}
+	}
+	return nil
 }
