@@ -15,6 +15,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
 func validate(args []string, stdout, stderr io.Writer) int {
@@ -151,8 +152,10 @@ func readObject(path, kind string, into any) error {
 	if err != nil {
 		return err
 	}
-	if strings.Contains("\n"+string(data), "\n---\n") && len(strings.TrimSpace(strings.SplitN(string(data), "---", 2)[1])) > 0 {
-		return fmt.Errorf("%s holds several YAML documents: validate takes one object per file", path)
+	if docs, err := yamldocs.Objects(data); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	} else if len(docs) > 1 {
+		return fmt.Errorf("%s holds several YAML documents (%d): validate takes one object per file", path, len(docs))
 	}
 	var meta struct {
 		Kind string `json:"kind"`

@@ -76,6 +76,9 @@ func TestValidate(t *testing.T) {
 		wantOut  string
 	}{
 		{"admitted pool on built-ins", func(t *testing.T) []string { return []string{"validate", "-f", write(t, "p.yaml", poolYAML)} }, 0, "is admitted"},
+		{"one document between separators", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", "---\n"+poolYAML+"---\n")}
+		}, 0, "is admitted"},
 		{"talos-only field on a kairos class", func(t *testing.T) []string {
 			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--class", write(t, "c.yaml", kairosClassYAML)}
 		}, 1, "spec.kernelModules"},

@@ -183,18 +183,6 @@ func webhookConfig(t *testing.T) *admissionregistrationv1.ValidatingWebhookConfi
 	return cfg
 }
 
-// trusted fails unless every webhook's caBundle verifies cert for the loopback name.
-func trusted(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, cert *x509.Certificate) error {
-	for _, w := range cfg.Webhooks {
-		roots := x509.NewCertPool()
-		roots.AppendCertsFromPEM(w.ClientConfig.CABundle)
-		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: localrun.LoopbackHost}); err != nil {
-			return fmt.Errorf("webhook %s: %w", w.Name, err)
-		}
-	}
-	return nil
-}
-
 // TestDefaultInstallServesItsWebhook starts the binary with the chart's default values
 // and no Secret: it issues its certificate, becomes ready, and the API server admits a
 // good pool and refuses a bad one through it. A scrape of its metrics without a token
@@ -298,7 +286,7 @@ func TestTwoReplicasStartTogether(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := trusted(cfg, c); err != nil {
+		if err := testenv.WebhooksTrust(cfg, c, localrun.LoopbackHost); err != nil {
 			t.Fatalf("replica %d: %v", i, err)
 		}
 		certsServed = append(certsServed, c)
@@ -388,7 +376,7 @@ func TestRotationNeverRefusesAdmission(t *testing.T) {
 			}
 			// A pair written after cfg was read is signed by a CA the caBundle trusted
 			// before it was written.
-			if err := trusted(cfg, c); err != nil {
+			if err := testenv.WebhooksTrust(cfg, c, localrun.LoopbackHost); err != nil {
 				problem = fmt.Errorf("replica %d serves a certificate the caBundle does not trust: %w", i, err)
 				break
 			}

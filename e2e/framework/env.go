@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
+	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
 // Options tune the environment.
@@ -250,7 +251,7 @@ func (e *Env) clusterAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hooks, err := localrun.SplitYAML(string(data))
+	hooks, err := yamldocs.Objects(data)
 	if err != nil {
 		return err
 	}

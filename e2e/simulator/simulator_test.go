@@ -629,8 +629,7 @@ func boot(t *testing.T, out *render.Output, name string, beforeData func(*cluste
 			t.Fatal(err)
 		}
 	}
-	owner := metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+	owner := *metav1.NewControllerRef(m, clusterv1.GroupVersion.WithKind("Machine"))
 	for _, obj := range []*unstructured.Unstructured{config, vm} {
 		patch(t, obj, func() { obj.SetOwnerReferences([]metav1.OwnerReference{owner}) })
 	}

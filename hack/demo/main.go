@@ -37,6 +37,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
+	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
 func main() {
@@ -168,7 +169,7 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := localrun.SplitYAML(string(data))
+	objs, err := yamldocs.Objects(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
@@ -270,7 +271,7 @@ func (h *harness) talosIdentity(ctx context.Context, ns string) ([]*unstructured
 	if err := h.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: testenv.TenantCluster + "-ca"}, ca); err != nil {
 		return nil, err
 	}
-	id, err := joinidentity.IdentitySecret(cluster, ca.Data[corev1.TLSCertKey], time.Now())
+	id, err := joinidentity.IdentitySecret(h.admin.Scheme(), cluster, ca.Data[corev1.TLSCertKey], time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -300,12 +301,12 @@ func (h *harness) workerPassword(ctx context.Context, ns string) (*unstructured.
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: credentials.WorkerPasswordName(cluster.Name),
 			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelClusterName: cluster.Name},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
-			}},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{credentials.WorkerPasswordKey: []byte(base64.RawStdEncoding.EncodeToString(raw))},
+	}
+	if err := controllerutil.SetOwnerReference(cluster, s, h.admin.Scheme()); err != nil {
+		return nil, err
 	}
 	return toUnstructured(s)
 }

@@ -371,14 +371,7 @@ func desiredBody(owner Owner, obj client.Object) (*unstructured.Unstructured, er
 		}
 		refs = append(refs, ref)
 	}
-	u.SetOwnerReferences(append(refs, metav1.OwnerReference{
-		APIVersion:         owner.GVK.GroupVersion().String(),
-		Kind:               owner.GVK.Kind,
-		Name:               owner.Object.GetName(),
-		UID:                owner.Object.GetUID(),
-		Controller:         ptr.To(true),
-		BlockOwnerDeletion: ptr.To(true),
-	}))
+	u.SetOwnerReferences(append(refs, *metav1.NewControllerRef(owner.Object, owner.GVK)))
 	return u, nil
 }
 

@@ -14,9 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/util/version"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -107,10 +107,6 @@ type Kairos struct {
 }
 
 var (
-	// versionRE is a Kubernetes-style version with an optional patch and no suffix.
-	// Leading zeros are refused: "v1.035" would otherwise be a second spelling of v1.35
-	// and miss every lookup.
-	versionRE = regexp.MustCompile(`^v(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})(?:\.(0|[1-9][0-9]{0,8}))?$`)
 	// schematicRE is an Image Factory schematic ID: the sha256 of the schematic document.
 	schematicRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	// repositoryRE matches the NodeGroupClass installerRepository pattern, and pinnedRE
@@ -122,38 +118,21 @@ var (
 	pinnedRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?(/[a-z0-9]([-a-z0-9._]*[a-z0-9])?)+@sha256:[a-f0-9]{64}$`)
 )
 
-// version is a parsed vMAJOR.MINOR[.PATCH].
-type version struct {
-	major, minor, patch int
-	hasPatch            bool
-}
-
-func parseVersion(s string) (version, error) {
-	m := versionRE.FindStringSubmatch(s)
-	if m == nil {
-		return version{}, fmt.Errorf("%q is not a Kubernetes version: want vMAJOR.MINOR or vMAJOR.MINOR.PATCH, such as v1.35 or v1.35.4", s)
-	}
-	// The pattern bounds each part to nine digits, so Atoi cannot fail.
-	v := version{}
-	v.major, _ = strconv.Atoi(m[1])
-	v.minor, _ = strconv.Atoi(m[2])
-	if m[3] != "" {
-		v.patch, _ = strconv.Atoi(m[3])
-		v.hasPatch = true
+// parseVersion reads vMAJOR.MINOR or vMAJOR.MINOR.PATCH with apimachinery's version
+// parser, and accepts only the one spelling the NodeGroup CRD allows: a leading "v", no
+// leading zeros ("v1.035" would be a second spelling of v1.35 and miss every lookup), no
+// spaces and no suffix.
+func parseVersion(s string) (*version.Version, error) {
+	v, err := version.ParseGeneric(s)
+	if err != nil || len(v.Components()) > 3 || "v"+v.String() != s {
+		return nil, fmt.Errorf("%q is not a Kubernetes version: want vMAJOR.MINOR or vMAJOR.MINOR.PATCH, such as v1.35 or v1.35.4", s)
 	}
 	return v, nil
 }
 
-func (v version) minorString() string { return fmt.Sprintf("v%d.%d", v.major, v.minor) }
+func hasPatch(v *version.Version) bool { return len(v.Components()) == 3 }
 
-// before orders minors numerically: v1.9 comes before v1.10, which a string sort gets
-// wrong.
-func (v version) before(o version) bool {
-	if v.major != o.major {
-		return v.major < o.major
-	}
-	return v.minor < o.minor
-}
+func minorString(v *version.Version) string { return fmt.Sprintf("v%d.%d", v.Major(), v.Minor()) }
 
 // MinorOf returns the minor ("v1.35") of a minor or patch version ("v1.35",
 // "v1.35.4"). Pools may name either; the catalog is keyed by minor, so every lookup goes
@@ -164,7 +143,7 @@ func MinorOf(v string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return p.minorString(), nil
+	return minorString(p), nil
 }
 
 // Parse reads and validates a catalog. It refuses unknown or misspelt fields (matched
@@ -207,37 +186,37 @@ func (c *Catalog) validate() error {
 	}
 
 	seen := map[string]int{}
-	var prev *version
+	var prev *version.Version
 	for i, r := range c.Releases {
 		at := fmt.Sprintf("releases[%d]", i)
 
 		minor, err := parseVersion(r.Minor)
-		minorOK := err == nil && !minor.hasPatch
+		minorOK := err == nil && !hasPatch(minor)
 		switch {
 		case err != nil:
 			bad("%s.minor: %w", at, err)
-		case minor.hasPatch:
+		case hasPatch(minor):
 			bad("%s.minor %q must be a minor (vMAJOR.MINOR), not a patch release", at, r.Minor)
 		default:
 			if j, dup := seen[r.Minor]; dup {
 				bad("%s.minor %s is a duplicate of releases[%d]: one entry per minor", at, r.Minor, j)
-			} else if prev != nil && !prev.before(minor) {
-				bad("%s.minor %s comes after %s: releases must be sorted by minor, oldest first", at, r.Minor, prev.minorString())
+			} else if prev != nil && !prev.LessThan(minor) {
+				// Numerically: v1.9 comes before v1.10, which a string sort gets wrong.
+				bad("%s.minor %s comes after %s: releases must be sorted by minor, oldest first", at, r.Minor, minorString(prev))
 			}
 			seen[r.Minor] = i
-			m := minor
-			prev = &m
+			prev = minor
 		}
 
 		if kube, err := parseVersion(r.Kubernetes); err != nil {
 			bad("%s.kubernetes: %w", at, err)
-		} else if !kube.hasPatch {
+		} else if !hasPatch(kube) {
 			bad("%s.kubernetes %q must be a patch release (vMAJOR.MINOR.PATCH)", at, r.Kubernetes)
-		} else if minorOK && kube.minorString() != r.Minor {
+		} else if minorOK && minorString(kube) != r.Minor {
 			bad("%s.kubernetes %s is not a release of minor %s", at, r.Kubernetes, r.Minor)
 		}
 
-		if tv, err := parseVersion(r.Talos.Version); err != nil || !tv.hasPatch {
+		if tv, err := parseVersion(r.Talos.Version); err != nil || !hasPatch(tv) {
 			bad("%s.talos.version %q must be a Talos release such as v1.13.10", at, r.Talos.Version)
 		}
 		if !schematicRE.MatchString(r.Talos.Schematic) {
@@ -256,7 +235,7 @@ func (c *Catalog) validate() error {
 		if r.Kairos.Base != "" && !pinnedRE.MatchString(r.Kairos.Base) {
 			bad("%s.kairos.base %q must be pinned by digest, as registry/repository@sha256:<64 lowercase hex>", at, r.Kairos.Base)
 		}
-		if ca, err := parseVersion(r.ClusterAutoscaler); err != nil || !ca.hasPatch {
+		if ca, err := parseVersion(r.ClusterAutoscaler); err != nil || !hasPatch(ca) {
 			bad("%s.clusterAutoscaler %q must be a cluster-autoscaler release tag such as v1.35.2", at, r.ClusterAutoscaler)
 		}
 		for _, arch := range []string{"amd64", "arm64"} {

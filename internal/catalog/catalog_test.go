@@ -379,7 +379,7 @@ func TestMinorOf(t *testing.T) {
 	bad := []string{
 		"", "v", "1.35", "1.35.4", "V1.35", "v1", "v1.", "v1.35.", "v1..35", "v1.35.4.1",
 		"v1.35.4-rc.0", "v1.35.4+k3s1", "v1.035", "v01.35", "v1.35.04", " v1.35", "v1.35 ",
-		"v1.x", "v1.1234567890",
+		"v1.x", "v1.99999999999999999999", // past uint64
 	}
 	for _, in := range bad {
 		got, err := catalog.MinorOf(in)

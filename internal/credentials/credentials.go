@@ -14,10 +14,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
@@ -48,7 +50,7 @@ func PullSecretName(class string) string { return render.LabelValue("nodegroup-p
 // EnsureWorkerPassword creates the cluster's worker password Secret once, with 32 random
 // bytes nobody is shown, owned by the Cluster so it goes with it. An existing Secret of
 // ours is left as it is: a new password would roll nothing and help no one.
-func EnsureWorkerPassword(ctx context.Context, c client.Client, reader client.Reader, cluster metav1.Object, clusterGVK metav1.GroupVersionKind) error {
+func EnsureWorkerPassword(ctx context.Context, c client.Client, reader client.Reader, cluster client.Object) error {
 	name := WorkerPasswordName(cluster.GetName())
 	var s corev1.Secret
 	err := reader.Get(ctx, client.ObjectKey{Namespace: cluster.GetNamespace(), Name: name}, &s)
@@ -69,13 +71,12 @@ func EnsureWorkerPassword(ctx context.Context, c client.Client, reader client.Re
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: cluster.GetNamespace(), Name: name,
 			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelClusterName: cluster.GetName()},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: clusterGVK.Group + "/" + clusterGVK.Version, Kind: clusterGVK.Kind,
-				Name: cluster.GetName(), UID: cluster.GetUID(),
-			}},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{WorkerPasswordKey: []byte(base64.RawStdEncoding.EncodeToString(raw))},
+	}
+	if err := controllerutil.SetOwnerReference(cluster, &s, c.Scheme()); err != nil {
+		return err
 	}
 	if err := c.Create(ctx, &s); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -156,7 +157,9 @@ func ProjectPullSecret(ctx context.Context, c client.Client, reader client.Reade
 			Type: corev1.SecretTypeOpaque,
 			Data: data,
 		}
-		addOwner(&copy, pool)
+		if err := controllerutil.SetOwnerReference(pool, &copy, c.Scheme()); err != nil {
+			return err
+		}
 		return c.Create(ctx, &copy)
 	}
 	if err != nil {
@@ -165,7 +168,13 @@ func ProjectPullSecret(ctx context.Context, c client.Client, reader client.Reade
 	if copy.Labels[render.LabelManagedBy] != render.ManagedByValue {
 		return fmt.Errorf("Secret %s/%s %w", copy.Namespace, name, ErrNotManaged)
 	}
-	changed := addOwner(&copy, pool)
+	changed := false
+	if !slices.ContainsFunc(copy.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == pool.UID }) {
+		if err := controllerutil.SetOwnerReference(pool, &copy, c.Scheme()); err != nil {
+			return err
+		}
+		changed = true
+	}
 	if !equalData(copy.Data, data) {
 		copy.Data, changed = data, true
 	}
@@ -202,18 +211,6 @@ func ReleasePullSecrets(ctx context.Context, c client.Client, reader client.Read
 	return nil
 }
 
-func addOwner(s *corev1.Secret, pool *v1.NodeGroup) bool {
-	for _, r := range s.OwnerReferences {
-		if r.UID == pool.UID {
-			return false
-		}
-	}
-	s.OwnerReferences = append(s.OwnerReferences, metav1.OwnerReference{
-		APIVersion: v1.GroupVersion.String(), Kind: "NodeGroup", Name: pool.Name, UID: pool.UID,
-	})
-	return true
-}
-
 func equalData(a, b map[string][]byte) bool {
 	if len(a) != len(b) {
 		return false
@@ -227,7 +224,9 @@ func equalData(a, b map[string][]byte) bool {
 }
 
 // registryCredentials reads a registry credential from a Secret holding either CDI's own
-// keys or a docker config for the image's registry.
+// keys or a docker config for the image's registry. The registry is go-containerregistry's
+// reading of the reference, so a Docker Hub image named without a host (alpine:3,
+// library/alpine) finds the credential docker login stores for index.docker.io.
 func registryCredentials(s *corev1.Secret, imageRef string) (map[string][]byte, error) {
 	if len(s.Data[keyAccessKeyID]) > 0 && len(s.Data[keySecretKey]) > 0 {
 		return map[string][]byte{keyAccessKeyID: s.Data[keyAccessKeyID], keySecretKey: s.Data[keySecretKey]}, nil
@@ -246,8 +245,16 @@ func registryCredentials(s *corev1.Secret, imageRef string) (map[string][]byte, 
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, fmt.Errorf("%s is not a docker config: %w", corev1.DockerConfigJsonKey, err)
 	}
-	host, _, _ := strings.Cut(imageRef, "/")
-	for _, key := range []string{host, "https://" + host, "https://" + host + "/v1/"} {
+	ref, err := name.ParseReference(imageRef)
+	if err != nil {
+		return nil, fmt.Errorf("the image %q is not an image reference: %w", imageRef, err)
+	}
+	host := ref.Context().RegistryStr()
+	keys := []string{host, "https://" + host, "https://" + host + "/v1/"}
+	if host == name.DefaultRegistry {
+		keys = append(keys, "docker.io")
+	}
+	for _, key := range keys {
 		a, ok := cfg.Auths[key]
 		if !ok {
 			continue

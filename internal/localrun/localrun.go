@@ -10,11 +10,8 @@
 package localrun
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -33,12 +30,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/yaml"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
 // The release the chart is installed as.
@@ -94,7 +91,7 @@ func chartObjects(root string, values map[string]any) ([]*unstructured.Unstructu
 		if !strings.HasSuffix(name, ".yaml") {
 			continue // NOTES.txt, helpers
 		}
-		docs, err := SplitYAML(out[name])
+		docs, err := yamldocs.Objects([]byte(out[name]))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -106,28 +103,6 @@ func chartObjects(root string, values map[string]any) ([]*unstructured.Unstructu
 		}
 	}
 	return objs, nil
-}
-
-// SplitYAML decodes a multi-document YAML stream, skipping empty documents.
-func SplitYAML(s string) ([]*unstructured.Unstructured, error) {
-	var objs []*unstructured.Unstructured
-	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-			return nil, err
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
 }
 
 // namespaced reports whether the chart's objects of kind live in a namespace.

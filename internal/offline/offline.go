@@ -22,7 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/yaml"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
 // Store is a read-only set of objects that answers Get like an API server would: a
@@ -57,16 +58,13 @@ func (s *Store) AddFile(path string) error {
 	if err != nil {
 		return err
 	}
-	for i, doc := range strings.Split(string(data), "\n---") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			return fmt.Errorf("%s document %d: %w", path, i+1, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	objs, err := yamldocs.Objects(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for i, u := range objs {
 		if u.GetKind() == "" || u.GetName() == "" {
-			return fmt.Errorf("%s document %d: an object needs a kind and a name", path, i+1)
+			return fmt.Errorf("%s: object %d: an object needs a kind and a name", path, i+1)
 		}
 		s.Add(u)
 	}

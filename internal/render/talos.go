@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
@@ -387,10 +388,10 @@ func talosKubeletSection(in *Input) (talosKubelet, []error) {
 // is refused here with a message rather than rendered into a node that never joins.
 func checkNodeLabel(key, value string) []error {
 	var errs []error
-	if !isQualifiedName(key) {
+	if len(validation.IsQualifiedName(key)) > 0 {
 		errs = append(errs, fmt.Errorf("node label key %q is not a valid label key: an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key))
 	}
-	if !isLabelValue(value) {
+	if len(validation.IsValidLabelValue(value)) > 0 {
 		errs = append(errs, fmt.Errorf("node label %q: value %q is not a valid label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key, value))
 	}
 	return errs
@@ -430,7 +431,7 @@ func talosNetworkSection(in *Input, bad func(string, ...any)) *talosNetwork {
 		if _, err := netip.ParseAddr(api.ClusterIP); err != nil {
 			bad("the API server Service ClusterIP %q is not an IP address", api.ClusterIP)
 		}
-		if !isDNS1123Label(api.Name) || !isDNS1123Label(api.Namespace) {
+		if len(validation.IsDNS1123Label(api.Name)) > 0 || len(validation.IsDNS1123Label(api.Namespace)) > 0 {
 			bad("the API server Service %q in namespace %q: names must be DNS labels", api.Name, api.Namespace)
 		}
 		aliases := names[:3]
@@ -607,7 +608,7 @@ func checkDNSDomain(bad func(string, ...any), what, s string) {
 	if s == "" {
 		return
 	}
-	if !isDNS1123Subdomain(s) {
+	if len(validation.IsDNS1123Subdomain(s)) > 0 {
 		bad("%s %q is not a DNS name", what, s)
 	}
 }
@@ -632,75 +633,12 @@ func checkAddress(bad func(string, ...any), what, s string) {
 // validHost: an IP address or a DNS name. The name is checked first: a control-plane
 // host is usually one, and a failed ParseAddr allocates its error.
 func validHost(h string) bool {
-	if isDNS1123Subdomain(h) {
+	if len(validation.IsDNS1123Subdomain(h)) == 0 {
 		return true
 	}
 	_, err := netip.ParseAddr(h)
 	return err == nil
 }
-
-// Name checks, written out rather than through apimachinery's regular expressions, which
-// cost more than the rest of the render together. They accept exactly what
-// k8s.io/apimachinery/pkg/util/validation accepts (talos_test.go compares them).
-
-// isLabelValue: empty, or at most 63 of [-A-Za-z0-9_.] starting and ending alphanumeric.
-func isLabelValue(s string) bool {
-	return s == "" || isLabelName(s)
-}
-
-// isLabelName is a non-empty label value: the name part of a label key.
-func isLabelName(s string) bool {
-	if s == "" || len(s) > 63 || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 1; i < len(s)-1; i++ {
-		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			return false
-		}
-	}
-	return true
-}
-
-// isQualifiedName is a label key: an optional DNS subdomain prefix and '/', then a name.
-func isQualifiedName(s string) bool {
-	prefix, name, hasPrefix := strings.Cut(s, "/")
-	if !hasPrefix {
-		return isLabelName(s)
-	}
-	return prefix != "" && isDNS1123Subdomain(prefix) && isLabelName(name)
-}
-
-// isDNS1123Label: at most 63 of [-a-z0-9], starting and ending with [a-z0-9].
-func isDNS1123Label(s string) bool {
-	return len(s) <= 63 && isDNS1123LabelPart(s)
-}
-
-func isDNS1123LabelPart(s string) bool {
-	if s == "" || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 1; i < len(s)-1; i++ {
-		if c := s[i]; !isLowerAlnum(c) && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-// isDNS1123Subdomain: at most 253 characters of dot-separated labels.
-func isDNS1123Subdomain(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for part := range strings.SplitSeq(s, ".") {
-		if !isDNS1123LabelPart(part) {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool { return isLowerAlnum(c) || c >= 'A' && c <= 'Z' }
 
 // spaces indents the document; its length bounds the nesting depth.
 const spaces = "                                "

@@ -21,7 +21,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	yamlv3 "gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
-	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -673,34 +672,6 @@ func FuzzYAMLScalar(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { yamlScalarRoundTrip(t, s) })
-}
-
-// TestNameChecksMatchApimachinery pins the hand-written name checks to apimachinery's.
-func TestNameChecksMatchApimachinery(t *testing.T) {
-	long := strings.Repeat("a", 63)
-	cases := []string{
-		"", "a", "A", "0", "-", "_", ".", "a-", "-a", "a_b", "a.b", "a..b", "a-b", "A-b", "a/b", "/a", "a/",
-		"example.com/team", "Example.com/team", "example.com/Team", "example..com/a", "-example.com/a",
-		"example.com/a/b", "example.com/-a", "a b", "a,b", "a=b", "é", long, long + "a", long + ".com/a",
-		"example.com/" + long, "example.com/" + long + "b", strings.Repeat("a.", 126) + "a", strings.Repeat("a.", 127) + "a",
-		"tenant-a", "tenant-a.tenant-a.svc", "10.96.0.1", "cluster.local", "Cluster.local",
-	}
-	for _, s := range cases {
-		checks := []struct {
-			name      string
-			ours, ref bool
-		}{
-			{"label value", isLabelValue(s), len(k8svalidation.IsValidLabelValue(s)) == 0},
-			{"qualified name", isQualifiedName(s), len(k8svalidation.IsQualifiedName(s)) == 0},
-			{"DNS-1123 label", isDNS1123Label(s), len(k8svalidation.IsDNS1123Label(s)) == 0},
-			{"DNS-1123 subdomain", isDNS1123Subdomain(s), len(k8svalidation.IsDNS1123Subdomain(s)) == 0},
-		}
-		for _, c := range checks {
-			if c.ours != c.ref {
-				t.Errorf("%s %q: ours %v, apimachinery %v", c.name, s, c.ours, c.ref)
-			}
-		}
-	}
 }
 
 func BenchmarkTalosMachineConfig(b *testing.B) {

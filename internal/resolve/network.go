@@ -2,7 +2,6 @@ package resolve
 
 import (
 	"fmt"
-	"math/big"
 	"net/netip"
 )
 
@@ -24,9 +23,10 @@ func TenantDNSAddress(cidr string) (string, error) {
 	if hostBits < 4 {
 		return "", fmt.Errorf("service CIDR %s is too small to hold the DNS address (its %dth address)", cidr, dnsOffset)
 	}
-	n := new(big.Int).SetBytes(prefix.Addr().AsSlice())
-	n.Add(n, big.NewInt(dnsOffset))
-	b := n.FillBytes(make([]byte, len(prefix.Addr().AsSlice())))
-	addr, _ := netip.AddrFromSlice(b)
+	// With 4 or more host bits, Next cannot run past the end of the address space.
+	addr := prefix.Addr()
+	for range dnsOffset {
+		addr = addr.Next()
+	}
 	return addr.String(), nil
 }

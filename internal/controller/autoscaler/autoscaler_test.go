@@ -27,6 +27,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 // discovery is the autoscaler's node group discovery for the tenant's Cluster in ns.
@@ -45,7 +46,7 @@ var templateRule = rbacv1.PolicyRule{
 func waitTemplateRule(t *testing.T, ns string) *rbacv1.Role {
 	t.Helper()
 	role := &rbacv1.Role{}
-	eventually(t, "the Role grants kubevirtmachinetemplates", func() bool {
+	testenv.Eventually(t, "the Role grants kubevirtmachinetemplates", func() bool {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, role); err != nil {
 			return false
 		}
@@ -221,7 +222,7 @@ func setDeploymentStatus(t *testing.T, ns string, st appsv1.DeploymentStatus) {
 	}
 	// The controller reads the Deployment from the manager's cache: a reconcile run
 	// next must see this status.
-	eventually(t, "the cache sees the Deployment's status", func() bool {
+	testenv.Eventually(t, "the cache sees the Deployment's status", func() bool {
 		cached := &appsv1.Deployment{}
 		return reconciler.Client.Get(context.Background(), client.ObjectKeyFromObject(dep), cached) == nil &&
 			cached.ResourceVersion == dep.ResourceVersion
@@ -324,7 +325,7 @@ func TestForeignObjectsAreNeverTouched(t *testing.T) {
 	t.Run("ServiceAccount", func(t *testing.T) {
 		ns := newTenant(t)
 		foreign := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": "platform"}}}
-		mustCreate(t, foreign)
+		env.MustCreate(t, foreign)
 		before := identityOf(foreign)
 
 		ng := newPool(t, ns, "workers", 1, 3)
@@ -355,7 +356,7 @@ func TestForeignObjectsAreNeverTouched(t *testing.T) {
 		// The Conflict message says to delete it; once it is gone, the next look (the
 		// requeue above, run here directly) makes the autoscaler.
 		ns := newTenant(t)
-		mustCreate(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		env.MustCreate(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 		ng := newPool(t, ns, "workers", 1, 3)
 		waitState(t, ns, metav1.ConditionFalse, autoscalerctl.ReasonConflict)
 		if err := env.Client.Delete(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
@@ -376,7 +377,7 @@ func TestForeignObjectsAreNeverTouched(t *testing.T) {
 				Containers: []corev1.Container{{Name: "ca", Image: "example.org/their/cluster-autoscaler:v1"}},
 			}},
 		}}
-		mustCreate(t, foreign)
+		env.MustCreate(t, foreign)
 		before := identityOf(foreign)
 
 		ng := newPool(t, ns, "workers", 1, 3)
@@ -395,7 +396,7 @@ func TestForeignObjectsAreNeverTouched(t *testing.T) {
 		// The pool goes: the operator's four are removed, the foreign one stays. The
 		// Deployment is looked at first, so once the ServiceAccount is gone it was passed.
 		deletePool(t, ng)
-		eventually(t, "the operator's ServiceAccount, Role, RoleBinding and Secret removed", func() bool {
+		testenv.Eventually(t, "the operator's ServiceAccount, Role, RoleBinding and Secret removed", func() bool {
 			objs := liveObjects(t, ns)
 			return len(objs) == 1 && kinds(objs)[0] == "*v1.Deployment"
 		})
@@ -512,7 +513,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 		}
 		c.Annotations["example.org/touched"] = "yes"
 	})
-	eventually(t, "a reconcile after the Cluster's annotation changed", func() bool {
+	testenv.Eventually(t, "a reconcile after the Cluster's annotation changed", func() bool {
 		return reconciler.Applier.Stats().Skipped-stats.Skipped >= 5
 	})
 	waitQuiet(t)
@@ -657,7 +658,7 @@ users:
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the copy follows the rotated kubeconfig", func() bool {
+		testenv.Eventually(t, "the copy follows the rotated kubeconfig", func() bool {
 			s := &corev1.Secret{}
 			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, s) == nil &&
 				bytes.Equal(s.Data[tenant.KubeconfigKey], want)
@@ -669,7 +670,7 @@ users:
 		if err := env.Client.Delete(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the copy put back", func() bool {
+		testenv.Eventually(t, "the copy put back", func() bool {
 			again := &corev1.Secret{}
 			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secretName}, again) == nil &&
 				again.UID != s.UID && bytes.Equal(again.Data[tenant.KubeconfigKey], want)
@@ -734,8 +735,8 @@ func TestControlPlaneUpgrade(t *testing.T) {
 	if err := env.Client.Patch(ctx, kcp, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the autoscaler runs cluster-autoscaler "+next.ClusterAutoscaler, func() bool { return image() == repo+next.ClusterAutoscaler })
-	eventually(t, "the state names the new release", func() bool {
+	testenv.Eventually(t, "the autoscaler runs cluster-autoscaler "+next.ClusterAutoscaler, func() bool { return image() == repo+next.ClusterAutoscaler })
+	testenv.Eventually(t, "the state names the new release", func() bool {
 		st, _ := status.Autoscaler(key(ns))
 		return st.Reason == autoscalerctl.ReasonStarting && strings.Contains(st.Message, repo+next.ClusterAutoscaler)
 	})

@@ -26,7 +26,7 @@ import (
 )
 
 const (
-	timeout = 30 * time.Second
+	timeout = testenv.Timeout
 	cluster = testenv.TenantCluster
 )
 
@@ -93,7 +93,7 @@ func setKubeconfig(t *testing.T, ns string, data []byte) {
 	err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: kubeconfigName}, s)
 	switch {
 	case apierrors.IsNotFound(err):
-		mustCreate(t, &corev1.Secret{
+		env.MustCreate(t, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubeconfigName, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
 			Type:       clusterv1.ClusterSecretType,
 			Data:       map[string][]byte{tenant.KubeconfigKey: data},
@@ -118,7 +118,7 @@ func newPool(t *testing.T, ns, poolName string, minReplicas, maxReplicas int32) 
 		MinReplicas: minReplicas, MaxReplicas: maxReplicas,
 		Resources: &v1.MachineResources{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
 	}}
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	return ng
 }
 
@@ -147,7 +147,7 @@ func deletePool(t *testing.T, ng *v1.NodeGroup) {
 	if err := env.Client.Delete(context.Background(), ng); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pool "+ng.Name+" gone", func() bool {
+	testenv.Eventually(t, "pool "+ng.Name+" gone", func() bool {
 		return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), &v1.NodeGroup{}))
 	})
 }
@@ -161,13 +161,6 @@ func patchCluster(t *testing.T, ns string, change func(*clusterv1.Cluster)) {
 	change(c)
 	if err := env.Client.Patch(context.Background(), c, patch); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func mustCreate(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
 	}
 }
 
@@ -185,18 +178,6 @@ func reconcile(t *testing.T, ns string) {
 	if _, err := reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: key(ns)}); err != nil {
 		t.Fatalf("reconcile %s: %v", key(ns), err)
 	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for: %s", what)
 }
 
 // autoscalerObjects are the five objects of a cluster's autoscaler, empty, in the order
@@ -243,7 +224,7 @@ func kinds(objs []client.Object) []string {
 func waitAll(t *testing.T, ns string) []client.Object {
 	t.Helper()
 	var objs []client.Object
-	eventually(t, "the five autoscaler objects in "+ns, func() bool {
+	testenv.Eventually(t, "the five autoscaler objects in "+ns, func() bool {
 		objs = liveObjects(t, ns)
 		return len(objs) == 5
 	})
@@ -284,7 +265,7 @@ func waitState(t *testing.T, ns string, s metav1.ConditionStatus, reason string)
 // waitNoState waits until the controller has nothing to report for the Cluster.
 func waitNoState(t *testing.T, ns string) {
 	t.Helper()
-	eventually(t, "no autoscaler state for "+ns, func() bool {
+	testenv.Eventually(t, "no autoscaler state for "+ns, func() bool {
 		_, ok := status.Autoscaler(key(ns))
 		return !ok
 	})
@@ -323,7 +304,7 @@ func waitPoolConditionOf(t *testing.T, ng *v1.NodeGroup, typ string, s metav1.Co
 func waitRendered(t *testing.T, ng *v1.NodeGroup) *v1.NodeGroup {
 	t.Helper()
 	got := &v1.NodeGroup{}
-	eventually(t, "pool "+ng.Name+" rendered", func() bool {
+	testenv.Eventually(t, "pool "+ng.Name+" rendered", func() bool {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), got); err != nil {
 			return false
 		}
@@ -337,17 +318,7 @@ func waitRendered(t *testing.T, ng *v1.NodeGroup) *v1.NodeGroup {
 // reconciles that the watch events of earlier changes trigger are done.
 func waitQuiet(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last, since := writes.Load(), time.Now()
-	for time.Since(since) < time.Second {
-		if time.Now().After(deadline) {
-			t.Fatal("the controllers kept writing: no quiet second")
-		}
-		time.Sleep(50 * time.Millisecond)
-		if n := writes.Load(); n != last {
-			last, since = n, time.Now()
-		}
-	}
+	testenv.WaitQuiet(t, "the controllers' writes", writes.Load)
 }
 
 // identity is what proves an object was neither replaced nor modified.

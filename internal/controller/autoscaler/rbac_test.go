@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 // access is one request of the autoscaler's ServiceAccount to the management cluster.
@@ -186,7 +187,7 @@ func TestRBACExactlyEnough(t *testing.T) {
 	resize(t, fixed, 1, 3)
 	for _, verb := range []string{"get", "patch"} {
 		a := access{verb: verb, group: capi, resource: "machinedeployments", subresource: "scale", name: fixedMD}
-		eventually(t, "the autoscaler may "+a.String(), func() bool {
+		testenv.Eventually(t, "the autoscaler may "+a.String(), func() bool {
 			allowed, _ := canI(t, ns, ns, a)
 			return allowed
 		})

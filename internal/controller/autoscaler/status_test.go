@@ -18,6 +18,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 // TestAbleToScaleUpFromTheAutoscalersStatus: a pool reports what its cluster's
@@ -97,7 +98,7 @@ func TestAbleToScaleUpFromTheAutoscalersStatus(t *testing.T) {
 
 	// Made fixed-size: neither autoscaler condition stays on the pool.
 	resize(t, ng, 2, 2)
-	eventually(t, "the autoscaler conditions gone from the fixed pool", func() bool {
+	testenv.Eventually(t, "the autoscaler conditions gone from the fixed pool", func() bool {
 		got := &v1.NodeGroup{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), got); err != nil {
 			return false

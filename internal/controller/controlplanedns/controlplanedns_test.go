@@ -32,7 +32,7 @@ func TestPublishesOnlyTheDNSField(t *testing.T) {
 	before := controlPlane(t, ns)
 	w := writes.Load()
 
-	mustCreate(t, pool(ns, "workers"))
+	env.MustCreate(t, pool(ns, "workers"))
 	waitDNS(t, ns, "10.95.0.10")
 	waitQuiet(t)
 	after := controlPlane(t, ns)
@@ -108,7 +108,7 @@ func TestClusterWithoutPoolsIsNotWritten(t *testing.T) {
 		t.Errorf("events on a cluster without pools: %v", reasons(ev))
 	}
 
-	mustCreate(t, pool(ns, "workers"))
+	env.MustCreate(t, pool(ns, "workers"))
 	waitDNS(t, ns, "10.95.0.10")
 }
 
@@ -118,7 +118,7 @@ func TestSteadyStateSendsNoWrite(t *testing.T) {
 	ctx := context.Background()
 	ns := tenant(t, "10.95.0.0/16", nil)
 	ng := pool(ns, "workers")
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	published := waitDNS(t, ns, "10.95.0.10")
 	waitQuiet(t)
 	w := writes.Load()
@@ -136,7 +136,7 @@ func TestSteadyStateSendsNoWrite(t *testing.T) {
 		reconciled bool
 		do         func()
 	}{
-		{"a second pool", true, func() { mustCreate(t, pool(ns, "more")) }},
+		{"a second pool", true, func() { env.MustCreate(t, pool(ns, "more")) }},
 		{"the control plane's spec.replicas", true, func() {
 			patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":2}}`))
 			if err := env.Client.Patch(ctx, controlPlane(t, ns), patch); err != nil {
@@ -192,7 +192,7 @@ func TestConflictIsReportedNotFought(t *testing.T) {
 	waitQuiet(t)
 	w := writes.Load()
 
-	mustCreate(t, pool(ns, "workers"))
+	env.MustCreate(t, pool(ns, "workers"))
 	ev := waitEvent(t, ns, controlplanedns.ReasonConflict)
 	for _, s := range []string{"platform", "10.95.0.53", "10.95.0.10"} {
 		if !strings.Contains(ev.Message, s) {
@@ -252,7 +252,7 @@ func TestValueAlreadyRightIsNotWritten(t *testing.T) {
 	waitQuiet(t)
 	w, r := writes.Load(), reconciles()
 
-	mustCreate(t, pool(ns, "workers"))
+	env.MustCreate(t, pool(ns, "workers"))
 	waitReconciled(t, r)
 	if n := writes.Load() - w; n != 0 {
 		t.Errorf("%d writes for a value already right", n)
@@ -272,7 +272,7 @@ func TestValueAlreadyRightIsNotWritten(t *testing.T) {
 // An IPv6 service range gets its 10th address, as kubeadm counts.
 func TestIPv6ServiceRange(t *testing.T) {
 	ns := tenant(t, "fd00:10:96::/108", nil)
-	mustCreate(t, pool(ns, "workers"))
+	env.MustCreate(t, pool(ns, "workers"))
 	waitDNS(t, ns, "fd00:10:96::a")
 	if ok, reason, msg := controlplanedns.Status(context.Background(), env.Client, getCluster(t, ns)); !ok || reason != controlplanedns.ReasonPublished {
 		t.Errorf("Status = %v %s: %s", ok, reason, msg)
@@ -284,7 +284,7 @@ func TestIPv6ServiceRange(t *testing.T) {
 func TestTooSmallServiceRangeIsRefused(t *testing.T) {
 	ns := tenant(t, "10.95.0.0/29", nil)
 	w := writes.Load()
-	mustCreate(t, pool(ns, "workers"))
+	env.MustCreate(t, pool(ns, "workers"))
 	ev := waitEvent(t, ns, controlplanedns.ReasonNotPublished)
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "10.95.0.0/29 is too small") {
 		t.Errorf("event: %s %s", ev.Type, ev.Message)
@@ -311,7 +311,7 @@ func TestCoreDNSAddonOverrideIsReported(t *testing.T) {
 	ns := tenant(t, "10.95.0.0/16", func(kcp *unstructured.Unstructured) {
 		set(t, kcp, []any{"10.95.0.20"}, "spec", "addons", "coreDNS", "dnsServiceIPs")
 	})
-	mustCreate(t, pool(ns, "workers"))
+	env.MustCreate(t, pool(ns, "workers"))
 	kcp := waitDNS(t, ns, "10.95.0.10")
 	if got, _, _ := unstructured.NestedStringSlice(kcp.Object, "spec", "addons", "coreDNS", "dnsServiceIPs"); !slices.Equal(got, []string{"10.95.0.20"}) {
 		t.Errorf("the addon was changed: %v", got)
@@ -329,14 +329,14 @@ func TestCoreDNSAddonOverrideIsReported(t *testing.T) {
 func TestOtherControlPlanesAreLeftAlone(t *testing.T) {
 	tenantSeq++
 	ns := fmt.Sprintf("dns-%d", tenantSeq)
-	mustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	env.MustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	w, r := writes.Load(), reconciles()
 	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster}, Spec: clusterv1.ClusterSpec{
 		ClusterNetwork:  clusterv1.ClusterNetwork{Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}}},
 		ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: cluster},
 	}}
-	mustCreate(t, c)
-	mustCreate(t, pool(ns, "workers"))
+	env.MustCreate(t, c)
+	env.MustCreate(t, pool(ns, "workers"))
 	waitReconciled(t, r)
 	if n := writes.Load() - w; n != 0 {
 		t.Errorf("%d writes", n)

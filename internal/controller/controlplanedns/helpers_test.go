@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,10 +17,11 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 const (
-	timeout = 30 * time.Second
+	timeout = testenv.Timeout
 	// cluster is the name of every test's Cluster and KamajiControlPlane.
 	cluster = "tenant"
 )
@@ -35,7 +35,7 @@ func tenant(t *testing.T, cidr string, mutate func(kcp *unstructured.Unstructure
 	t.Helper()
 	tenantSeq++
 	ns := fmt.Sprintf("dns-%d", tenantSeq)
-	mustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	env.MustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
 	kcp := &unstructured.Unstructured{}
 	kcp.SetGroupVersionKind(controlplanedns.KamajiControlPlaneGVK)
@@ -51,9 +51,9 @@ func tenant(t *testing.T, cidr string, mutate func(kcp *unstructured.Unstructure
 	if mutate != nil {
 		mutate(kcp)
 	}
-	mustCreate(t, kcp)
+	env.MustCreate(t, kcp)
 
-	mustCreate(t, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster}, Spec: clusterv1.ClusterSpec{
+	env.MustCreate(t, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster}, Spec: clusterv1.ClusterSpec{
 		ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "tenant." + ns + ".svc", Port: 6443},
 		ClusterNetwork: clusterv1.ClusterNetwork{
 			Services: clusterv1.NetworkRanges{CIDRBlocks: []string{cidr}},
@@ -78,13 +78,6 @@ func pool(ns, name string) *v1.NodeGroup {
 		ClusterName: cluster, MinReplicas: 1, MaxReplicas: 3,
 		Resources: &v1.MachineResources{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
 	}}
-}
-
-func mustCreate(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
 }
 
 // controlPlane reads the KamajiControlPlane live.
@@ -117,7 +110,7 @@ func dnsIPs(kcp *unstructured.Unstructured) []string {
 func waitDNS(t *testing.T, ns string, want ...string) *unstructured.Unstructured {
 	t.Helper()
 	var kcp *unstructured.Unstructured
-	eventually(t, fmt.Sprintf("spec.network.dnsServiceIPs = %v", want), func() bool {
+	testenv.Eventually(t, fmt.Sprintf("spec.network.dnsServiceIPs = %v", want), func() bool {
 		kcp = controlPlane(t, ns)
 		return slices.Equal(dnsIPs(kcp), want)
 	})
@@ -171,7 +164,7 @@ func clusterEvents(t *testing.T, ns string) []corev1.Event {
 func waitEvent(t *testing.T, ns, reason string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
-	eventually(t, "an event "+reason+" on the Cluster", func() bool {
+	testenv.Eventually(t, "an event "+reason+" on the Cluster", func() bool {
 		for _, e := range clusterEvents(t, ns) {
 			if e.Reason == reason {
 				found = e
@@ -195,39 +188,15 @@ func reasons(events []corev1.Event) []string {
 // the events of a test's writes queued has been handled.
 func waitQuiet(t *testing.T) {
 	t.Helper()
-	last, since := reconciles(), time.Now()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		if n := reconciles(); n != last {
-			last, since = n, time.Now()
-			continue
-		}
-		if time.Since(since) >= time.Second {
-			return
-		}
-	}
-	t.Fatal("the controller never went quiet")
+	testenv.WaitQuiet(t, "the controller's reconciles", reconciles)
 }
 
 // waitReconciled waits until the controller finished a reconcile after `after`, then
 // until it is quiet.
 func waitReconciled(t *testing.T, after float64) {
 	t.Helper()
-	eventually(t, "a reconcile", func() bool { return reconciles() > after })
+	testenv.Eventually(t, "a reconcile", func() bool { return reconciles() > after })
 	waitQuiet(t)
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for: %s", what)
 }
 
 // diff lists the paths where two decoded JSON values differ.

@@ -21,9 +21,10 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
-const timeout = 30 * time.Second
+const timeout = testenv.Timeout
 
 func TestClassDeletionWaitsForItsLastPool(t *testing.T) {
 	ns := newNamespace(t)
@@ -136,7 +137,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 func TestBuiltinTalosClassIsProtectedLikeAnyOther(t *testing.T) {
 	ns := newNamespace(t)
 	talos := &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: v1.BuiltinTalosClass}, Spec: v1.NodeGroupClassSpec{OS: v1.OSTalos}}
-	mustCreate(t, talos)
+	env.MustCreate(t, talos)
 	pool := newPool(t, ns, "default-class", "", "") // the API server defaults the class to talos
 
 	waitInUse(t, talos, metav1.ConditionTrue, inuse.ReasonPoolsUseIt, "used by 1 pool: "+ns+"/default-class")
@@ -180,14 +181,14 @@ func unique(prefix string) string { return fmt.Sprintf("%s-%d", prefix, seq.Add(
 func newNamespace(t *testing.T) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unique("inuse")}}
-	mustCreate(t, ns)
+	env.MustCreate(t, ns)
 	return ns.Name
 }
 
 func newClass(t *testing.T, prefix string) *v1.NodeGroupClass {
 	t.Helper()
 	c := &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: unique(prefix)}, Spec: v1.NodeGroupClassSpec{OS: v1.OSTalos}}
-	mustCreate(t, c)
+	env.MustCreate(t, c)
 	return c
 }
 
@@ -196,7 +197,7 @@ func newLocation(t *testing.T, prefix string) *v1.Location {
 	l := &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: unique(prefix)}, Spec: v1.LocationSpec{
 		Provider: v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
 	}}
-	mustCreate(t, l)
+	env.MustCreate(t, l)
 	return l
 }
 
@@ -207,15 +208,8 @@ func newPool(t *testing.T, ns, name, class, location string) *v1.NodeGroup {
 		ClusterName: "tenant", NodeGroupClassName: class, LocationName: location, MinReplicas: 1, MaxReplicas: 3,
 		Resources: &v1.MachineResources{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
 	}}
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	return ng
-}
-
-func mustCreate(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
 }
 
 func mustDelete(t *testing.T, obj client.Object) {

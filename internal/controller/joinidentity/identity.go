@@ -10,10 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -172,7 +174,7 @@ func (r *Reconciler) create(ctx context.Context, c *clusterv1.Cluster, st *tenan
 			c.Name, clusterCASuffix, corev1.TLSCertKey)
 		return nil, err
 	}
-	secret, err := IdentitySecret(c, ca, r.now())
+	secret, err := IdentitySecret(r.Client.Scheme(), c, ca, r.now())
 	if err != nil {
 		return nil, err
 	}
@@ -191,23 +193,22 @@ func (r *Reconciler) create(ctx context.Context, c *clusterv1.Cluster, st *tenan
 }
 
 // IdentitySecret is the <cluster>-talos the operator makes for a Cluster whose tenant CA
-// certificate is clusterCA.
-func IdentitySecret(c *clusterv1.Cluster, clusterCA []byte, now time.Time) (*corev1.Secret, error) {
+// certificate is clusterCA. scheme names the Cluster's kind in the owner reference.
+func IdentitySecret(scheme *runtime.Scheme, c *clusterv1.Cluster, clusterCA []byte, now time.Time) (*corev1.Secret, error) {
 	data, err := mint(clusterCA, now)
 	if err != nil {
 		return nil, err
 	}
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: c.Namespace, Name: c.Name + resolve.TalosSecretSuffix, Labels: ownLabels(c.Name),
-			// Owned by the Cluster, not controlled: it goes with the Cluster.
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: c.Name, UID: c.UID,
-			}},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: data,
-	}, nil
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name + resolve.TalosSecretSuffix, Labels: ownLabels(c.Name)},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
+	// Owned by the Cluster, not controlled: it goes with the Cluster.
+	if err := controllerutil.SetOwnerReference(c, s, scheme); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // rotate starts a rotation: a new bootstrap token, kept as the next one (the templates

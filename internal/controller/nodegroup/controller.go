@@ -291,9 +291,7 @@ func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *rend
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: in.Cluster.Name}, cluster); err != nil {
 			return err
 		}
-		gvk := clusterv1.GroupVersion.WithKind("Cluster")
-		if err := credentials.EnsureWorkerPassword(ctx, r.Client, r.APIReader, cluster,
-			metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}); err != nil {
+		if err := credentials.EnsureWorkerPassword(ctx, r.Client, r.APIReader, cluster); err != nil {
 			return fmt.Errorf("the worker password Secret: %w", err)
 		}
 	}

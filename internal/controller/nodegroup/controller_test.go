@@ -25,7 +25,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
-const timeout = 30 * time.Second
+const timeout = testenv.Timeout
 
 var tenantSeq int
 
@@ -85,7 +85,7 @@ func TestPoolRendersAndSettles(t *testing.T) {
 	ctx := context.Background()
 	ns := tenant(t)
 	ng := pool(ns, "workers", func(s *v1.NodeGroupSpec) { s.Roles = []string{"worker"} })
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 
 	if got.Status.OS != v1.OSTalos || got.Status.KubernetesVersion != "v1.35.4" || got.Status.MachineDeploymentName != "tenant-workers" {
@@ -126,7 +126,7 @@ func TestPoolRendersAndSettles(t *testing.T) {
 func TestReplicasOfAnotherManagerSurvive(t *testing.T) {
 	ns := tenant(t)
 	ng := pool(ns, "scaled", nil)
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 
 	autoscale(t, ns, "tenant-scaled", 2)
@@ -149,7 +149,7 @@ func TestTemplateRotation(t *testing.T) {
 	ctx := context.Background()
 	ns := tenant(t)
 	ng := pool(ns, "rotating", nil)
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	first := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 	oldInfra := first.Status.InfrastructureTemplateName
 
@@ -163,7 +163,7 @@ func TestTemplateRotation(t *testing.T) {
 				Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "TalosConfigTemplate", Name: first.Status.BootstrapTemplateName}},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtMachineTemplate", Name: oldInfra},
 			}}}}
-	mustCreate(t, ms)
+	env.MustCreate(t, ms)
 
 	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.Resources.Memory = resource.MustParse("8Gi") })
 	second := waitGeneration(t, ng)
@@ -180,7 +180,7 @@ func TestTemplateRotation(t *testing.T) {
 	if err := env.Client.Delete(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "old machine template deleted once no MachineSet uses it", func() bool {
+	testenv.Eventually(t, "old machine template deleted once no MachineSet uses it", func() bool {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: oldInfra}, &capk.KubevirtMachineTemplate{})
 		return apierrors.IsNotFound(err)
 	})
@@ -189,7 +189,7 @@ func TestTemplateRotation(t *testing.T) {
 
 func TestErrorConditions(t *testing.T) {
 	ns := tenant(t)
-	mustCreate(t, &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: "restricted"}, Spec: v1.LocationSpec{
+	env.MustCreate(t, &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: "restricted"}, Spec: v1.LocationSpec{
 		Provider:          v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
 		AllowedNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}},
 	}})
@@ -216,7 +216,7 @@ func TestErrorConditions(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ng := pool(tc.ns, fmt.Sprintf("bad-%d", i), tc.mutate)
-			mustCreate(t, ng)
+			env.MustCreate(t, ng)
 			got := waitCondition(t, ng, tc.condition, metav1.ConditionFalse, tc.reason)
 			if c := meta.FindStatusCondition(got.Status.Conditions, tc.condition); !strings.Contains(c.Message, tc.msgContain) {
 				t.Errorf("message %q does not say %q", c.Message, tc.msgContain)
@@ -236,7 +236,7 @@ func TestDeletionOrder(t *testing.T) {
 	ctx := context.Background()
 	ns := tenant(t)
 	ng := pool(ns, "doomed", nil)
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 
 	// Hold the MachineDeployment with a finalizer, as Cluster API does while it drains.
@@ -250,7 +250,7 @@ func TestDeletionOrder(t *testing.T) {
 	if err := env.Client.Delete(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "MachineDeployment marked for deletion", func() bool {
+	testenv.Eventually(t, "MachineDeployment marked for deletion", func() bool {
 		mustGet(t, ns, "tenant-doomed", md)
 		return !md.DeletionTimestamp.IsZero()
 	})
@@ -264,7 +264,7 @@ func TestDeletionOrder(t *testing.T) {
 	if err := env.Client.Patch(ctx, md, release); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "templates and pool gone after the MachineDeployment", func() bool {
+	testenv.Eventually(t, "templates and pool gone after the MachineDeployment", func() bool {
 		errA := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: got.Status.BootstrapTemplateName}, &talos.TalosConfigTemplate{})
 		errB := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: got.Status.InfrastructureTemplateName}, &capk.KubevirtMachineTemplate{})
 		errC := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1.NodeGroup{})
@@ -282,7 +282,7 @@ func TestSteadyStateOfFiftyPools(t *testing.T) {
 	var pools []*v1.NodeGroup
 	for i := range 50 {
 		ng := pool(ns, fmt.Sprintf("p%02d", i), nil)
-		mustCreate(t, ng)
+		env.MustCreate(t, ng)
 		pools = append(pools, ng)
 	}
 	for _, ng := range pools {

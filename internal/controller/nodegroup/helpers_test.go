@@ -3,21 +3,14 @@ package nodegroup_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
-
-func mustCreate(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
-}
 
 func mustCreateOnce(t *testing.T, obj client.Object) {
 	t.Helper()
@@ -56,7 +49,7 @@ func mustUpdate(t *testing.T, ng *v1.NodeGroup, change func(*v1.NodeGroup)) {
 func waitGeneration(t *testing.T, ng *v1.NodeGroup) *v1.NodeGroup {
 	t.Helper()
 	got := &v1.NodeGroup{}
-	eventually(t, "status at the current generation", func() bool {
+	testenv.Eventually(t, "status at the current generation", func() bool {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), got); err != nil {
 			return false
 		}
@@ -65,35 +58,13 @@ func waitGeneration(t *testing.T, ng *v1.NodeGroup) *v1.NodeGroup {
 	return got
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for: %s", what)
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // waitQuiet waits until the controller has sent no write for a second: the reconciles
 // that the watch events of earlier changes trigger are done.
 func waitQuiet(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last, since := writes.Load(), time.Now()
-	for time.Since(since) < time.Second {
-		if time.Now().After(deadline) {
-			t.Fatal("the controller kept writing: no quiet second")
-		}
-		time.Sleep(100 * time.Millisecond)
-		if n := writes.Load(); n != last {
-			last, since = n, time.Now()
-		}
-	}
+	testenv.WaitQuiet(t, "the controller's writes", writes.Load)
 }
 
 // autoscale sets the replicas of the MachineDeployment ns/name to n as

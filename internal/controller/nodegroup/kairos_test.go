@@ -22,6 +22,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 const kairosImage = "registry.example.com/platform/kairos-worker@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -45,7 +46,7 @@ func TestKairosPool(t *testing.T) {
 	kairosClass(t)
 	ns := tenant(t)
 	ng := pool(ns, "kairos", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos-own" })
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 	if got.Status.OS != v1.OSKairos || got.Status.KubernetesVersion != "v1.35.2" {
 		t.Fatalf("status os=%s version=%s, want Kairos v1.35.2 (the class image's release)", got.Status.OS, got.Status.KubernetesVersion)
@@ -94,7 +95,7 @@ func TestKairosPool(t *testing.T) {
 		platformSecret.Data[corev1.DockerConfigJsonKey] = auth
 		_ = env.Client.Update(context.Background(), platformSecret)
 	})
-	eventually(t, "the pull secret copy follows its source", func() bool {
+	testenv.Eventually(t, "the pull secret copy follows its source", func() bool {
 		mustGet(t, ns, credentials.PullSecretName("kairos-own"), pull)
 		return string(pull.Data["secretKey"]) == "rotated"
 	})
@@ -103,7 +104,7 @@ func TestKairosPool(t *testing.T) {
 	if err := env.Client.Delete(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pull secret copy removed with its last pool", func() bool {
+	testenv.Eventually(t, "pull secret copy removed with its last pool", func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(pull), &corev1.Secret{}))
 	})
 	mustGet(t, ns, credentials.WorkerPasswordName("tenant"), &corev1.Secret{}) // per cluster: stays
@@ -132,7 +133,7 @@ func TestOSSwitchRefusedBothWays(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := tenant(t)
 			ng := pool(ns, "switch", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = tc.from })
-			mustCreate(t, ng)
+			env.MustCreate(t, ng)
 			waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 			before := snapshot(t, ng)
 
@@ -166,7 +167,7 @@ func TestUnrenderedPoolMovesFreely(t *testing.T) {
 	kairosClass(t)
 	ns := tenant(t)
 	ng := pool(ns, "free", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" })
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	waitCondition(t, ng, v1.ConditionClassResolved, metav1.ConditionFalse, "ClassNotFound")
 	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = "kairos-own" })
 	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
@@ -179,7 +180,7 @@ func TestAddressChangeRerenders(t *testing.T) {
 	kairosClass(t)
 	ns := tenant(t)
 	ng := pool(ns, "moving", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos-own" })
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	first := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 	svc := &corev1.Service{}
 	mustGet(t, ns, "tenant", svc)
@@ -210,7 +211,7 @@ func TestAddressChangeRerenders(t *testing.T) {
 	}
 	mustGet(t, ns, "tenant", svc)
 	var second *v1.NodeGroup
-	eventually(t, "a new bootstrap template with the new address", func() bool {
+	testenv.Eventually(t, "a new bootstrap template with the new address", func() bool {
 		second = waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 		return second.Status.BootstrapTemplateName != first.Status.BootstrapTemplateName
 	})
@@ -237,7 +238,7 @@ func TestPoolBreakingAClassRuleIsHeld(t *testing.T) {
 		PoolRules: []v1.PoolRule{{Rule: "object.spec.maxReplicas <= 2", Message: "pools on this class have at most 2 machines: lower spec.maxReplicas"}}}})
 	ns := tenant(t)
 	ng := pool(ns, "big", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "at-most-two", 5 })
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionFalse, nodegroup.ReasonPolicyViolation)
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionRendered); !strings.Contains(c.Message, "at most 2 machines") {
 		t.Errorf("message: %s", c.Message)

@@ -7,6 +7,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 // A pool's range moving past the autoscaler's count brings the MachineDeployment into it:
@@ -14,7 +15,7 @@ import (
 func TestReplicasClampedIntoThePoolsRange(t *testing.T) {
 	ns := tenant(t)
 	ng := pool(ns, "clamped", nil) // 1..3
-	mustCreate(t, ng)
+	env.MustCreate(t, ng)
 	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 
 	autoscale(t, ns, "tenant-clamped", 2)
@@ -28,10 +29,10 @@ func TestReplicasClampedIntoThePoolsRange(t *testing.T) {
 	}
 
 	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.MinReplicas, n.Spec.MaxReplicas = 4, 4 })
-	eventually(t, "replicas raised to the new fixed size 4", func() bool { return replicas() == 4 })
+	testenv.Eventually(t, "replicas raised to the new fixed size 4", func() bool { return replicas() == 4 })
 
 	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.MinReplicas, n.Spec.MaxReplicas = 1, 1 })
-	eventually(t, "replicas lowered to the new fixed size 1", func() bool { return replicas() == 1 })
+	testenv.Eventually(t, "replicas lowered to the new fixed size 1", func() bool { return replicas() == 1 })
 
 	// Inside the range the count is the autoscaler's: widening the range changes nothing.
 	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.MinReplicas, n.Spec.MaxReplicas = 0, 5 })

@@ -5,14 +5,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
 // TestGoldenObjectsAcceptedByUpstreamCRDs sends every object of every render golden file
@@ -35,11 +34,11 @@ func TestGoldenObjectsAcceptedByUpstreamCRDs(t *testing.T) {
 		if bytes.HasPrefix(data, []byte("error: ")) {
 			continue // a case whose golden output is render's refusal
 		}
-		for i, doc := range strings.Split(string(data), "\n---\n") {
-			obj := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-				t.Fatalf("%s document %d: %v", file, i, err)
-			}
+		objs, err := yamldocs.Objects(data)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, obj := range objs {
 			if ns := obj.GetNamespace(); !namespaces[ns] {
 				mustCreateOnce(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 				namespaces[ns] = true

@@ -120,18 +120,6 @@ func secretAndConfig(t *testing.T, secret types.NamespacedName, cfgName string) 
 	return s, c
 }
 
-// trusted fails unless every webhook's caBundle verifies cert.
-func trusted(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, cert *x509.Certificate) error {
-	for _, w := range cfg.Webhooks {
-		roots := x509.NewCertPool()
-		roots.AppendCertsFromPEM(w.ClientConfig.CABundle)
-		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost"}); err != nil {
-			return fmt.Errorf("webhook %s: %w", w.Name, err)
-		}
-	}
-	return nil
-}
-
 // manager is a replica's configuration; short makes the lifetimes and waits short.
 func manager(secret types.NamespacedName, cfg string, short bool) *certs.Manager {
 	m := &certs.Manager{
@@ -176,7 +164,7 @@ func TestReplicasAgreeAndARestartWritesNothing(t *testing.T) {
 			}
 		}
 		_, cfg := secretAndConfig(t, secret, "agree")
-		return trusted(cfg, cert)
+		return testenv.WebhooksTrust(cfg, cert, "localhost")
 	})
 	s, cfg := secretAndConfig(t, secret, "agree")
 	if got := s.Labels["app.kubernetes.io/managed-by"]; got != "nodegroup-operator" {
@@ -231,7 +219,7 @@ func TestRotationsKeepEveryReplicaTrusted(t *testing.T) {
 			fp, cert := r.serving(t)
 			// A replica may already serve a pair written after cfg was read, but the
 			// caBundle trusted its CA before that pair was written.
-			if err := trusted(cfg, cert); err != nil {
+			if err := testenv.WebhooksTrust(cfg, cert, "localhost"); err != nil {
 				t.Fatalf("replica %s serves a certificate the caBundle does not trust: %v", r.Identity, err)
 			}
 			fps = append(fps, fp)
