@@ -31,6 +31,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
@@ -323,18 +324,27 @@ func (r *Reconciler) templateResources(ctx context.Context, c *clusterv1.Cluster
 }
 
 // remove deletes the Cluster's autoscaler objects that the operator made, and leaves
-// any other object of those names alone. It reads their metadata only, which the cache
-// holds of them (Secrets, which are not cached, live).
+// any other object of those names alone. Each is read in the form the cache holds it
+// (Register: the Deployment typed, the RBAC objects as metadata), so no second informer
+// of a kind starts; the Secret, which is not cached, is read live.
 func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster) error {
 	name := types.NamespacedName{Namespace: c.Namespace, Name: autoscaler.Name(c.Name)}
+	metadata := func(gvk schema.GroupVersionKind) client.Object {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		return m
+	}
 	var errs []error
-	for _, gvk := range []schema.GroupVersionKind{
-		appsv1.SchemeGroupVersion.WithKind("Deployment"), corev1.SchemeGroupVersion.WithKind("Secret"),
-		rbacv1.SchemeGroupVersion.WithKind("RoleBinding"), rbacv1.SchemeGroupVersion.WithKind("Role"),
-		corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
+	for _, obj := range []client.Object{
+		&appsv1.Deployment{}, metadata(corev1.SchemeGroupVersion.WithKind("Secret")),
+		metadata(rbacv1.SchemeGroupVersion.WithKind("RoleBinding")), metadata(rbacv1.SchemeGroupVersion.WithKind("Role")),
+		metadata(corev1.SchemeGroupVersion.WithKind("ServiceAccount")),
 	} {
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gvk)
+		gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		key, reader := name, client.Reader(r.Client)
 		if gvk.Kind == "Secret" {
 			key.Name, reader = autoscaler.KubeconfigSecretName(c.Name), r.APIReader
