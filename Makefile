@@ -34,10 +34,12 @@ testbin: ## Build (or find cached) etcd and kube-apiserver for the tests.
 	@hack/testbin.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet, a tidy go.mod, and a clean tree after `make generate`.
+lint: ## gofmt, go vet, staticcheck (staticcheck.conf), a tidy go.mod, and a clean tree after `make generate`.
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | xargs -r ls -d 2>/dev/null)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
+	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags e2e ./e2e/...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit"; $(GO) mod tidy -diff; exit 1; }
 	$(MAKE) --no-print-directory generate
 	@if [ -n "$$(git status --porcelain -- api charts internal/providers)" ]; then \

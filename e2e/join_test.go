@@ -55,7 +55,7 @@ func TestTalosPoolJoinsThroughTLSBootstrap(t *testing.T) {
 	for _, label := range []string{render.NodeRolePrefix + "worker", render.NodeLabelPool} {
 		owners := 0
 		for _, mf := range node.ManagedFields {
-			if mf.FieldsV1 == nil || !strings.Contains(string(mf.FieldsV1.Raw), `"f:`+label+`"`) {
+			if mf.FieldsV1 == nil || !strings.Contains(mf.FieldsV1.GetRawString(), `"f:`+label+`"`) {
 				continue
 			}
 			owners++

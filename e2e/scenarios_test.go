@@ -382,7 +382,7 @@ func TestControlPlaneGetsTenantDNS(t *testing.T) {
 	owned := map[string]string{}
 	for _, mf := range kcp.GetManagedFields() {
 		if strings.HasPrefix(mf.Manager, "nodegroup") && mf.FieldsV1 != nil {
-			owned[mf.Manager+"/"+mf.Subresource] = string(mf.FieldsV1.Raw)
+			owned[mf.Manager+"/"+mf.Subresource] = mf.FieldsV1.GetRawString()
 		}
 	}
 	want := map[string]string{controlplanedns.FieldManager + "/": `{"f:spec":{"f:network":{"f:dnsServiceIPs":{}}}}`}

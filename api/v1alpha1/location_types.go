@@ -181,5 +181,5 @@ type LocationList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Location{}, &LocationList{})
+	objectTypes = append(objectTypes, &Location{}, &LocationList{})
 }

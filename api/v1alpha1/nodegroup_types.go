@@ -373,5 +373,5 @@ type NodeGroupList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NodeGroup{}, &NodeGroupList{})
+	objectTypes = append(objectTypes, &NodeGroup{}, &NodeGroupList{})
 }

@@ -170,5 +170,5 @@ type NodeGroupClassList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NodeGroupClass{}, &NodeGroupClassList{})
+	objectTypes = append(objectTypes, &NodeGroupClass{}, &NodeGroupClassList{})
 }

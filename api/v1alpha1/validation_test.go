@@ -371,7 +371,7 @@ func TestNodeGroupServerSideApply(t *testing.T) {
 			"metadata": map[string]any{"name": "applied", "namespace": "default"},
 			"spec":     spec,
 		})
-		return env.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(manager), client.ForceOwnership)
+		return env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(manager), client.ForceOwnership)
 	}
 	base := func() map[string]any {
 		return map[string]any{"clusterName": "tenant-a", "minReplicas": int64(1), "maxReplicas": int64(3),

@@ -367,7 +367,7 @@ func (e *Env) start(name, bin string, args ...string) (*localrun.Process, error)
 
 // Apply creates or updates obj by server-side apply as manager, taking ownership.
 func (e *Env) Apply(ctx context.Context, manager string, obj *unstructured.Unstructured) error {
-	if err := e.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(manager), client.ForceOwnership); err != nil {
+	if err := e.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(manager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	return nil

@@ -174,7 +174,7 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	for _, obj := range objs {
-		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("demo"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("demo"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("%s: applying %s %s: %w", path, obj.GetKind(), obj.GetName(), err)
 		}
 	}

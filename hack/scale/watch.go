@@ -44,7 +44,8 @@ func startPoolWatch(ctx context.Context, cfg *rest.Config, pools map[string]*poo
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// The watch lives until stop, not until the caller's context ends.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &poolWatch{cancel: cancel, pools: pools, latest: map[string]*v1.NodeGroup{}}
 	inf, err := c.GetInformer(ctx, &v1.NodeGroup{})
 	if err != nil {

@@ -449,12 +449,12 @@ func TestAutoscalerReplicasSurvive(t *testing.T) {
 		if mf.FieldsV1 == nil {
 			continue
 		}
-		owns := strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`)
+		owns := strings.Contains(mf.FieldsV1.GetRawString(), `"f:replicas"`)
 		switch {
 		case mf.Manager == apply.FieldManager && owns:
-			t.Errorf("%s owns spec.replicas: %s", apply.FieldManager, mf.FieldsV1.Raw)
+			t.Errorf("%s owns spec.replicas: %s", apply.FieldManager, mf.FieldsV1.GetRawString())
 		case mf.Manager == "cluster-autoscaler" && !owns:
-			t.Errorf("cluster-autoscaler does not own spec.replicas any more: %s", mf.FieldsV1.Raw)
+			t.Errorf("cluster-autoscaler does not own spec.replicas any more: %s", mf.FieldsV1.GetRawString())
 		}
 	}
 }

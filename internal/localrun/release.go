@@ -92,7 +92,7 @@ func CreateNamespace(ctx context.Context, c client.Client) error {
 // ownership.
 func Apply(ctx context.Context, c client.Client, manager string, objs []*unstructured.Unstructured) error {
 	for _, obj := range objs {
-		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner(manager), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(manager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}

@@ -286,8 +286,9 @@ func TestTalosMachineConfigFullPool(t *testing.T) {
 	if got, want := m.MachineInstall.InstallExtraKernelArgs, in.Class.Talos.KernelArgs; !reflect.DeepEqual(got, want) {
 		t.Errorf("extraKernelArgs = %v, want %v", got, want)
 	}
-	if len(m.MachineInstall.InstallExtensions) != 0 {
-		t.Errorf("install extensions = %v: extensions belong in the schematic", m.MachineInstall.InstallExtensions)
+	//lint:ignore SA1019 the deprecated field is read to prove we leave it empty.
+	if ext := m.MachineInstall.InstallExtensions; len(ext) != 0 {
+		t.Errorf("install extensions = %v: extensions belong in the schematic", ext)
 	}
 	var modules []string
 	for _, mod := range m.MachineKernel.KernelModules {

@@ -167,7 +167,7 @@ func otherOwners(kcp *unstructured.Unstructured) []string {
 			continue
 		}
 		var set map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &set); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &set); err != nil {
 			continue
 		}
 		if hasPath(set, dnsFieldSet) && !slices.Contains(owners, e.Manager) {

@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +31,7 @@ type Reconciler struct {
 	// live, so a resync of a published Cluster sends no request.
 	Cache client.Reader
 	// Recorder emits the events on the Cluster; Register sets it when nil.
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 
 	mu sync.Mutex
 	// reported is the last outcome reported per Cluster (its UID, reason and message),
@@ -45,7 +45,7 @@ func (r *Reconciler) Name() string { return "controlplanedns" }
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroups,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile publishes one Cluster's DNS address. Every outcome other than an API error
 // ends the reconcile without a requeue: what could change it (the Cluster, its control
@@ -171,6 +171,6 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 
 func (r *Reconciler) event(c *clusterv1.Cluster, kind, reason, format string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(c, kind, reason, format, args...)
+		r.Recorder.Eventf(c, nil, kind, reason, "PublishDNSServiceIPs", format, args...)
 	}
 }

@@ -60,12 +60,12 @@ func TestPublishesOnlyTheDNSField(t *testing.T) {
 		t.Fatalf("no apply entry of %s in the managed fields: %+v", controlplanedns.FieldManager, after.GetManagedFields())
 	}
 	var owned any
-	if err := json.Unmarshal(ours.FieldsV1.Raw, &owned); err != nil {
+	if err := json.Unmarshal(ours.FieldsV1.GetRawBytes(), &owned); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{"f:spec": map[string]any{"f:network": map[string]any{"f:dnsServiceIPs": map[string]any{}}}}
 	if !reflect.DeepEqual(owned, want) {
-		t.Errorf("%s owns %s, want only spec.network.dnsServiceIPs", controlplanedns.FieldManager, ours.FieldsV1.Raw)
+		t.Errorf("%s owns %s, want only spec.network.dnsServiceIPs", controlplanedns.FieldManager, ours.FieldsV1.GetRawString())
 	}
 	// Every other manager's entry is untouched: nothing was taken from anyone.
 	others := func(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {

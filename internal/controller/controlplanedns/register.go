@@ -37,7 +37,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		return fmt.Errorf("%s is not served (install the Kamaji control-plane provider): %w", KamajiControlPlaneGVK, err)
 	}
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorderFor("nodegroup-operator")
+		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
 	}
 	if r.Cache == nil {
 		r.Cache = mgr.GetCache()

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -39,7 +39,7 @@ type Reconciler struct {
 	// Register sets it when nil.
 	APIReader client.Reader
 	// Recorder emits the event of a held deletion; Register sets it when nil.
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 }
 
 // Name of the controller; its two instances are Name()+"-class" and Name()+"-location".
@@ -49,7 +49,7 @@ func (r *Reconciler) Name() string { return "inuse" }
 // +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroupclasses/status;locations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroupclasses/finalizers;locations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroups,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // ReconcileClass brings one NodeGroupClass's finalizer and InUse condition in line with
 // the pools that name it.
@@ -133,7 +133,7 @@ func reconcileKind[T any, P object[T]](ctx context.Context, r *Reconciler, k kin
 		return ctrl.Result{}, err
 	}
 	if deleting && r.Recorder != nil {
-		r.Recorder.Event(obj, corev1.EventTypeWarning, ReasonDeletionWaits, cond.Message)
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonDeletionWaits, "HoldDeletion", "%s", cond.Message)
 	}
 	return ctrl.Result{}, nil
 }

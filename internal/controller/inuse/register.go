@@ -53,7 +53,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorderFor("nodegroup-operator")
+		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
 	}
 	if err := RegisterIndexes(mgr); err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,7 +84,7 @@ type Reconciler struct {
 	// so a reconcile of an unchanged pool sends no request (see internal/apply).
 	Cache    client.Reader
 	Catalog  *catalog.Catalog
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 
 	ManagementDNS       types.NamespacedName
 	ManagementDNSDomain string
@@ -381,7 +381,7 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 				if err := r.Client.Delete(ctx, md); client.IgnoreNotFound(err) != nil {
 					return ctrl.Result{}, err
 				}
-				r.event(ng, corev1.EventTypeNormal, "Deleting", "deleting MachineDeployment %s; its machines are drained first", md.Name)
+				r.event(ng, corev1.EventTypeNormal, "Deleting", "DeleteMachineDeployment", "deleting MachineDeployment %s; its machines are drained first", md.Name)
 			}
 		}
 		return ctrl.Result{RequeueAfter: deletionPoll}, nil
@@ -449,7 +449,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, ng *v1.NodeGroup, before *
 			if c.Status == metav1.ConditionFalse {
 				kind = corev1.EventTypeWarning
 			}
-			r.event(ng, kind, c.Reason, "%s=%s: %s", c.Type, c.Status, c.Message)
+			r.event(ng, kind, c.Reason, "UpdateStatus", "%s=%s: %s", c.Type, c.Status, c.Message)
 		}
 	}
 	return r.Client.Status().Update(ctx, ng)
@@ -500,9 +500,9 @@ func (r *Reconciler) reportAutoscaler(ng *v1.NodeGroup) {
 	}
 }
 
-func (r *Reconciler) event(ng *v1.NodeGroup, kind, reason, format string, args ...any) {
+func (r *Reconciler) event(ng *v1.NodeGroup, kind, reason, action, format string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(ng, kind, reason, format, args...)
+		r.Recorder.Eventf(ng, nil, kind, reason, action, format, args...)
 	}
 }
 

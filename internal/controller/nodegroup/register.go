@@ -51,7 +51,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 	}
 	r.wire(mgr.GetRESTMapper())
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorderFor("nodegroup-operator")
+		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
 	}
 
 	idx := mgr.GetFieldIndexer()

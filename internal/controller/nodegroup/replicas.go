@@ -37,7 +37,7 @@ func (r *Reconciler) clampReplicas(ctx context.Context, ng *v1.NodeGroup, md *cl
 	if err := r.Client.SubResource("scale").Update(ctx, md, client.WithSubResourceBody(scale)); err != nil {
 		return 0, false, fmt.Errorf("scaling MachineDeployment %s from %d to %d: %w", md.Name, current, want, err)
 	}
-	r.event(ng, corev1.EventTypeNormal, "Scaled", "scaled MachineDeployment %s from %d to %d machines, into the pool's range %d..%d",
+	r.event(ng, corev1.EventTypeNormal, "Scaled", "ScaleMachineDeployment", "scaled MachineDeployment %s from %d to %d machines, into the pool's range %d..%d",
 		md.Name, current, want, ng.Spec.MinReplicas, ng.Spec.MaxReplicas)
 	return want, true, nil
 }
