@@ -20,11 +20,8 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
-const (
-	timeout = testenv.Timeout
-	// cluster is the name of every test's Cluster and KamajiControlPlane.
-	cluster = "tenant"
-)
+// cluster is the name of every test's Cluster and KamajiControlPlane.
+const cluster = "tenant"
 
 var tenantSeq int
 
