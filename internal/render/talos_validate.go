@@ -1,0 +1,200 @@
+package render
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// The checks of what render writes into a Talos machine config (and, for node labels, a
+// Kairos one): tenant strings that leave YAML for another text format, names, addresses
+// and certificates. Each reports through the caller, so every problem of an Input is
+// reported at once.
+
+// checkNodeLabel refuses a label the kubelet's --node-labels flag cannot carry intact: the
+// flag is "k=v,k=v", so a comma or an equals sign in a key, or a comma in a value, would
+// add a label of the tenant's choosing (a node role, say). A valid Kubernetes label has
+// neither, and the kubelet refuses to start with an invalid one anyway, so anything else
+// is refused here with a message rather than rendered into a node that never joins.
+func checkNodeLabel(key, value string) []error {
+	var errs []error
+	if !isQualifiedName(key) {
+		errs = append(errs, fmt.Errorf("node label key %q is not a valid label key: an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key))
+	}
+	if !isLabelValue(value) {
+		errs = append(errs, fmt.Errorf("node label %q: value %q is not a valid label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key, value))
+	}
+	return errs
+}
+
+// reservedLabelDomain mirrors the NodeGroup CRD rule: tenant label keys in the
+// kubernetes.io, k8s.io and nodegroup.io domains are the platform's (the kubelet refuses
+// most of them, and the topology ones come from the Location).
+func reservedLabelDomain(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	for _, d := range [...]string{"kubernetes.io", "k8s.io", "nodegroup.io"} {
+		if prefix == d || strings.HasSuffix(prefix, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
+func validKernelModule(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isLowerAlnum(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func validSysctlName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	prevSep := true // no separator first
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.' || c == '/':
+			if prevSep {
+				return false
+			}
+			prevSep = true
+		case isLowerAlnum(c) || c == '_' || c == '-':
+			prevSep = false
+		default:
+			return false
+		}
+	}
+	return !prevSep // no separator last
+}
+
+func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// checkCertificates requires one or more PEM certificates and nothing else: a CA bundle
+// that carried the CA's private key would hand it to every worker. Only the PEM framing
+// is checked (Talos parses the certificates); that is enough to see what each block is.
+func checkCertificates(bad func(string, ...any), what, s string) {
+	const begin, end = "-----BEGIN ", "-----END CERTIFICATE-----"
+	for rest := s; ; {
+		i := strings.Index(rest, begin)
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len(begin):]
+		typ, _, _ := strings.Cut(rest, "-----")
+		if typ != "CERTIFICATE" {
+			bad("%s holds a PEM %q block: only certificates may reach workers", what, typ)
+			return
+		}
+	}
+	if t := strings.TrimSpace(s); !strings.HasPrefix(t, begin) || !strings.HasSuffix(t, end) {
+		bad("%s is empty or not a PEM certificate", what)
+	}
+}
+
+func checkDNSDomain(bad func(string, ...any), what, s string) {
+	if s == "" {
+		return
+	}
+	if !isDNS1123Subdomain(s) {
+		bad("%s %q is not a DNS name", what, s)
+	}
+}
+
+func checkPrefixes(bad func(string, ...any), what string, ss []string) {
+	for _, s := range ss {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			bad("%s %q is not a CIDR", what, s)
+		}
+	}
+}
+
+func checkAddress(bad func(string, ...any), what, s string) {
+	if s == "" {
+		return
+	}
+	if _, err := netip.ParseAddr(s); err != nil {
+		bad("%s %q is not an IP address", what, s)
+	}
+}
+
+// validHost: an IP address or a DNS name. The name is checked first: a control-plane
+// host is usually one, and a failed ParseAddr allocates its error.
+func validHost(h string) bool {
+	if isDNS1123Subdomain(h) {
+		return true
+	}
+	_, err := netip.ParseAddr(h)
+	return err == nil
+}
+
+// Name checks, written out rather than through apimachinery's regular expressions, which
+// cost more than the rest of the render together. They accept exactly what
+// k8s.io/apimachinery/pkg/util/validation accepts (talos_test.go compares them).
+
+// isLabelValue: empty, or at most 63 of [-A-Za-z0-9_.] starting and ending alphanumeric.
+func isLabelValue(s string) bool {
+	return s == "" || isLabelName(s)
+}
+
+// isLabelName is a non-empty label value: the name part of a label key.
+func isLabelName(s string) bool {
+	if s == "" || len(s) > 63 || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// isQualifiedName is a label key: an optional DNS subdomain prefix and '/', then a name.
+func isQualifiedName(s string) bool {
+	prefix, name, hasPrefix := strings.Cut(s, "/")
+	if !hasPrefix {
+		return isLabelName(s)
+	}
+	return prefix != "" && isDNS1123Subdomain(prefix) && isLabelName(name)
+}
+
+// isDNS1123Label: at most 63 of [-a-z0-9], starting and ending with [a-z0-9].
+func isDNS1123Label(s string) bool {
+	return len(s) <= 63 && isDNS1123LabelPart(s)
+}
+
+func isDNS1123LabelPart(s string) bool {
+	if s == "" || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if c := s[i]; !isLowerAlnum(c) && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isDNS1123Subdomain: at most 253 characters of dot-separated labels.
+func isDNS1123Subdomain(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for part := range strings.SplitSeq(s, ".") {
+		if !isDNS1123LabelPart(part) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool { return isLowerAlnum(c) || c >= 'A' && c <= 'Z' }
