@@ -43,6 +43,14 @@ func reservedLabelDomain(key string) bool {
 	return false
 }
 
+// hasLineBreak: a tenant string with a line feed is refused wherever it would reach the
+// machine config as a YAML string (the CRD refuses one in each of those fields). The
+// config's encoder, machinery's over gopkg.in/yaml.v3, writes such a string as a literal
+// block, and its block writer gets some of them wrong: "\n" and "\na" read back as ""
+// and "a", "\t\n" does not parse (yaml/go-yaml#76, go-yaml/yaml#643, open), so the
+// value would not stay the tenant's data. FuzzTalosTenantStrings checks the rest.
+func hasLineBreak(s string) bool { return strings.IndexByte(s, '\n') >= 0 }
+
 func validKernelModule(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
