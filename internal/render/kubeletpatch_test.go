@@ -11,9 +11,9 @@ import (
 type kubeletPatchConfig struct {
 	APIVersion     string            `json:"apiVersion"`
 	Kind           string            `json:"kind"`
-	KubeReserved   talosResources    `json:"kubeReserved"`
-	SystemReserved talosResources    `json:"systemReserved"`
-	EvictionHard   talosEvictionHard `json:"evictionHard"`
+	KubeReserved   map[string]string `json:"kubeReserved"`
+	SystemReserved map[string]string `json:"systemReserved"`
+	EvictionHard   map[string]string `json:"evictionHard"`
 	MaxPods        int32             `json:"maxPods"`
 }
 
@@ -28,17 +28,17 @@ func TestKubeletPatchMatchesLibrary(t *testing.T) {
 			want, err := yaml.Marshal(kubeletPatchConfig{
 				APIVersion: "kubelet.config.k8s.io/v1beta1",
 				Kind:       "KubeletConfiguration",
-				KubeReserved: talosResources{
-					CPU: MilliCPUString(r.KubeReservedMilliCPU), Memory: MemoryString(r.KubeReservedMemoryBytes),
+				KubeReserved: map[string]string{
+					"cpu": MilliCPUString(r.KubeReservedMilliCPU), "memory": MemoryString(r.KubeReservedMemoryBytes),
 				},
-				SystemReserved: talosResources{
-					CPU: MilliCPUString(r.SystemReservedMilliCPU), Memory: MemoryString(r.SystemReservedMemoryBytes),
-					EphemeralStorage: systemReservedEphemeralStorage, PID: systemReservedPID,
+				SystemReserved: map[string]string{
+					"cpu": MilliCPUString(r.SystemReservedMilliCPU), "memory": MemoryString(r.SystemReservedMemoryBytes),
+					"ephemeral-storage": systemReservedEphemeralStorage, "pid": systemReservedPID,
 				},
-				EvictionHard: talosEvictionHard{
-					MemoryAvailable: MemoryString(r.EvictionHardMemoryBytes), NodefsAvailable: evictionNodefsAvailable,
-					NodefsInodesFree: evictionNodefsInodesFree, ImagefsAvailable: evictionImagefsAvailable,
-					ImagefsInodesFree: evictionImagefsInodesFree,
+				EvictionHard: map[string]string{
+					"memory.available": MemoryString(r.EvictionHardMemoryBytes), "nodefs.available": evictionNodefsAvailable,
+					"nodefs.inodesFree": evictionNodefsInodesFree, "imagefs.available": evictionImagefsAvailable,
+					"imagefs.inodesFree": evictionImagefsInodesFree,
 				},
 				MaxPods: r.MaxPods,
 			})

@@ -1,18 +1,20 @@
 package render
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -21,158 +23,18 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/schematic"
 )
 
-// The Talos machine config is declared here rather than imported from Talos' machinery
-// module: the operator writes a few dozen fields, and the machinery types would pull the
-// whole Talos config stack (and its defaults and custom marshallers) into every render.
-// Field names follow the Talos v1alpha1 schema; talos_test.go loads every rendered config
-// with machinery's strict loader (unknown fields fail) and validates it, so a wrong name
-// is caught there.
+// The worker's machine config is built from Talos machinery's own v1alpha1 types and
+// written by machinery's encoder (YAML, no comments), so field names, nesting and the
+// encoding of certificates and the endpoint are Talos' own, and a tenant string is a
+// YAML string value that the encoder quotes as it needs: inert data. The one kind of
+// string its YAML library cannot always write back faithfully, one with a line feed, is
+// refused (hasLineBreak). talos_test.go loads every rendered config with machinery's
+// strict loader and validates it, and talos_strings_test.go fuzzes the tenant's strings
+// through a render and a load.
 //
-// The document is written by appendYAML below, not by a YAML library. The structs keep
-// their json tags, and a test checks that sigs.k8s.io/yaml reads the same document back
-// from both encodings, but the library (JSON, then a YAML parse, then a YAML emit) takes
-// ~400 µs a pool, a hundred times this writer, and render runs for every pool on every
-// resync. The writer is small because the shape is fixed: the only free-form
-// input is a string scalar, and appendYAMLScalar writes every string either as a plain
-// scalar from a conservative character set that YAML cannot read as anything else, or
-// double-quoted with every character outside printable ASCII escaped. Tenant values are
-// therefore always inert YAML data; the scalar writer is fuzzed against two YAML parsers.
-
-// talosConfig is a Talos v1alpha1 machine config document.
-type talosConfig struct {
-	Version string       `json:"version"`
-	Machine talosMachine `json:"machine"`
-	Cluster talosCluster `json:"cluster"`
-}
-
-type talosMachine struct {
-	Type    string           `json:"type"`
-	Token   string           `json:"token"`
-	CA      talosCertificate `json:"ca"`
-	Kubelet talosKubelet     `json:"kubelet"`
-	Network *talosNetwork    `json:"network,omitempty"`
-	Install talosInstall     `json:"install"`
-	Kernel  *talosKernel     `json:"kernel,omitempty"`
-	Sysctls talosSysctls     `json:"sysctls,omitempty"`
-}
-
-// talosCertificate is a CA certificate as Talos stores it: base64 of the PEM, written
-// straight into the document. Workers get the certificate only; the key stays empty
-// (Talos refuses CA keys on workers).
-type talosCertificate struct {
-	PEM string
-}
-
-// MarshalJSON is the same field as JSON (the YAML is written by appendYAML).
-func (c talosCertificate) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]string{"crt": base64.StdEncoding.EncodeToString([]byte(c.PEM)), "key": ""})
-}
-
-// talosSysctls are the sysctls sorted by name, so the writer never walks a map.
-type talosSysctls []talosSysctl
-
-type talosSysctl struct{ Name, Value string }
-
-// MarshalJSON is the same field as JSON (the YAML is written by appendYAML).
-func (l talosSysctls) MarshalJSON() ([]byte, error) {
-	m := make(map[string]string, len(l))
-	for _, s := range l {
-		m[s.Name] = s.Value
-	}
-	return json.Marshal(m)
-}
-
-type talosKubelet struct {
-	Image       string             `json:"image"`
-	ClusterDNS  []string           `json:"clusterDNS,omitempty"`
-	ExtraArgs   *talosKubeletArgs  `json:"extraArgs,omitempty"`
-	ExtraConfig talosKubeletConfig `json:"extraConfig"`
-}
-
-// talosKubeletArgs are the kubelet flags we add. Only node-labels: everything else is
-// configuration (extraConfig), which the kubelet reads as structured data.
-type talosKubeletArgs struct {
-	NodeLabels string `json:"node-labels"`
-}
-
-// talosKubeletConfig is merged by Talos into the KubeletConfiguration (field names are
-// kubelet.config.k8s.io/v1beta1 ones; Talos decodes them strictly).
-type talosKubeletConfig struct {
-	KubeReserved       talosResources    `json:"kubeReserved"`
-	SystemReserved     talosResources    `json:"systemReserved"`
-	EvictionHard       talosEvictionHard `json:"evictionHard"`
-	MaxPods            int32             `json:"maxPods"`
-	RegisterWithTaints []talosTaint      `json:"registerWithTaints,omitempty"`
-}
-
-type talosResources struct {
-	CPU              string `json:"cpu"`
-	Memory           string `json:"memory"`
-	EphemeralStorage string `json:"ephemeral-storage,omitempty"`
-	PID              string `json:"pid,omitempty"`
-}
-
-// talosEvictionHard lists every signal of the kubelet's default evictionHard, not only
-// memory: the kubelet does not merge a partial evictionHard with its defaults, it sets
-// every signal left out to zero, which would silently turn disk-pressure eviction off.
-type talosEvictionHard struct {
-	MemoryAvailable   string `json:"memory.available"`
-	NodefsAvailable   string `json:"nodefs.available"`
-	NodefsInodesFree  string `json:"nodefs.inodesFree"`
-	ImagefsAvailable  string `json:"imagefs.available"`
-	ImagefsInodesFree string `json:"imagefs.inodesFree"`
-}
-
-type talosTaint struct {
-	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"`
-	Effect string `json:"effect"`
-}
-
-type talosNetwork struct {
-	Nameservers      []string         `json:"nameservers,omitempty"`
-	SearchDomains    []string         `json:"searchDomains,omitempty"`
-	ExtraHostEntries []talosHostEntry `json:"extraHostEntries,omitempty"`
-}
-
-type talosHostEntry struct {
-	IP      string   `json:"ip"`
-	Aliases []string `json:"aliases"`
-}
-
-type talosInstall struct {
-	Disk            string   `json:"disk"`
-	Image           string   `json:"image"`
-	ExtraKernelArgs []string `json:"extraKernelArgs,omitempty"`
-}
-
-type talosKernel struct {
-	Modules []talosKernelModule `json:"modules"`
-}
-
-type talosKernelModule struct {
-	Name string `json:"name"`
-}
-
-type talosCluster struct {
-	ID           string              `json:"id,omitempty"`
-	Secret       string              `json:"secret,omitempty"`
-	ControlPlane talosControlPlane   `json:"controlPlane"`
-	ClusterName  string              `json:"clusterName"`
-	Network      talosClusterNetwork `json:"network"`
-	Token        string              `json:"token"`
-	CA           talosCertificate    `json:"ca"`
-}
-
-type talosControlPlane struct {
-	Endpoint string `json:"endpoint"`
-}
-
-type talosClusterNetwork struct {
-	DNSDomain      string   `json:"dnsDomain,omitempty"`
-	PodSubnets     []string `json:"podSubnets,omitempty"`
-	ServiceSubnets []string `json:"serviceSubnets,omitempty"`
-}
+// This used to be a local copy of the types and a hand-written YAML writer, kept for
+// speed; measured in a whole reconcile (internal/controller/nodegroup's
+// BenchmarkReconcile), render is a few percent of it, so the upstream types win.
 
 const (
 	// talosInstallDisk is the system disk of a KubeVirt VM on the virtio bus.
@@ -187,7 +49,7 @@ const (
 	systemReservedEphemeralStorage = "256Mi"
 	systemReservedPID              = "100"
 
-	// The kubelet's default disk eviction thresholds (see talosEvictionHard).
+	// The kubelet's default disk eviction thresholds (see talosKubeletSection).
 	evictionNodefsAvailable   = "10%"
 	evictionNodefsInodesFree  = "5%"
 	evictionImagefsAvailable  = "15%"
@@ -214,9 +76,11 @@ func TalosMachineConfig(in *Input) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pool %s/%s: Talos machine config: %w", in.Namespace, in.Name, err)
 	}
-	buf := getScratch()
-	defer putScratch(buf)
-	return string(cfg.appendYAML((*buf)[:0])), nil
+	b, err := encoder.NewEncoder(cfg, encoder.WithComments(encoder.CommentsDisabled)).Encode()
+	if err != nil {
+		return "", fmt.Errorf("pool %s/%s: encoding the Talos machine config: %w", in.Namespace, in.Name, err)
+	}
+	return string(b), nil
 }
 
 // TalosConfigTemplate renders the pool's TalosConfigTemplate: CABPT with generateType
@@ -241,14 +105,14 @@ func TalosConfigTemplate(in *Input, name string) (*talos.TalosConfigTemplate, er
 }
 
 // talosMachineConfig builds the document, collecting every problem of the Input.
-func talosMachineConfig(in *Input) (talosConfig, error) {
+func talosMachineConfig(in *Input) (*v1alpha1.Config, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	s := in.TalosSecrets
 	if s == nil {
 		// Nothing else can be rendered meaningfully without them.
-		return talosConfig{}, fmt.Errorf("the cluster's Talos secrets are missing (Secret %s-talos)", in.Cluster.Name)
+		return nil, fmt.Errorf("the cluster's Talos secrets are missing (Secret %s-talos)", in.Cluster.Name)
 	}
 	if s.MachineToken == "" {
 		bad("Talos secrets: the machine token is empty")
@@ -289,69 +153,82 @@ func talosMachineConfig(in *Input) (talosConfig, error) {
 	sysctls := talosSysctlSection(in, bad)
 
 	if len(errs) > 0 {
-		return talosConfig{}, errors.Join(errs...)
+		return nil, errors.Join(errs...)
 	}
 
-	return talosConfig{
-		Version: "v1alpha1",
-		Machine: talosMachine{
-			Type:    "worker",
-			Token:   s.MachineToken,
-			CA:      talosCertificate{PEM: s.MachineCACert},
-			Kubelet: kubelet,
-			Network: network,
-			Install: install,
-			Kernel:  kernel,
-			Sysctls: sysctls,
+	endpoint := &url.URL{Scheme: "https", Host: net.JoinHostPort(c.ControlPlaneHost, strconv.Itoa(int(c.ControlPlanePort)))}
+	return &v1alpha1.Config{
+		ConfigVersion: "v1alpha1",
+		MachineConfig: &v1alpha1.MachineConfig{
+			MachineType:    "worker",
+			MachineToken:   s.MachineToken,
+			MachineCA:      talosCertificate(s.MachineCACert),
+			MachineKubelet: kubelet,
+			MachineNetwork: network,
+			MachineInstall: install,
+			MachineKernel:  kernel,
+			MachineSysctls: sysctls,
 		},
-		Cluster: talosCluster{
-			ID:           s.ClusterID,
-			Secret:       s.ClusterSecret,
-			ControlPlane: talosControlPlane{Endpoint: "https://" + net.JoinHostPort(c.ControlPlaneHost, strconv.Itoa(int(c.ControlPlanePort)))},
-			ClusterName:  c.Name,
-			Network: talosClusterNetwork{
-				DNSDomain:      c.DNSDomain,
-				PodSubnets:     c.PodCIDRs,
-				ServiceSubnets: c.ServiceCIDRs,
+		ClusterConfig: &v1alpha1.ClusterConfig{
+			ClusterID:     s.ClusterID,
+			ClusterSecret: s.ClusterSecret,
+			ControlPlane:  &v1alpha1.ControlPlaneConfig{Endpoint: &v1alpha1.Endpoint{URL: endpoint}},
+			ClusterName:   c.Name,
+			ClusterNetwork: &v1alpha1.ClusterNetworkConfig{
+				DNSDomain:     c.DNSDomain,
+				PodSubnet:     c.PodCIDRs,
+				ServiceSubnet: c.ServiceCIDRs,
 			},
-			Token: s.BootstrapToken,
-			CA:    talosCertificate{PEM: s.ClusterCACert},
+			BootstrapToken: s.BootstrapToken,
+			ClusterCA:      talosCertificate(s.ClusterCACert),
 		},
 	}, nil
+}
+
+// talosCertificate is a CA certificate for a worker: the certificate only, the key
+// empty (Talos refuses CA keys on workers).
+func talosCertificate(pem string) *x509.PEMEncodedCertificateAndKey {
+	return &x509.PEMEncodedCertificateAndKey{Crt: []byte(pem)}
 }
 
 // talosKubeletSection is the kubelet: its image, the pool's node labels and taints, and
 // the reservations from Reserve, the one source the autoscaler's capacity annotations
 // read too, so what a node reports and what the autoscaler expects cannot disagree.
 // Node-role labels are not set here: the kubelet may not set them, Cluster API syncs them.
-func talosKubeletSection(in *Input) (talosKubelet, []error) {
+func talosKubeletSection(in *Input) (*v1alpha1.KubeletConfig, []error) {
 	var errs []error
 	r := Reserve(in.Machine)
-	k := talosKubelet{
-		Image: kubeletImageRepository + ":" + in.KubernetesVersion,
-		ExtraConfig: talosKubeletConfig{
-			KubeReserved: talosResources{
-				CPU:    MilliCPUString(r.KubeReservedMilliCPU),
-				Memory: MemoryString(r.KubeReservedMemoryBytes),
-			},
-			SystemReserved: talosResources{
-				CPU:              MilliCPUString(r.SystemReservedMilliCPU),
-				Memory:           MemoryString(r.SystemReservedMemoryBytes),
-				EphemeralStorage: systemReservedEphemeralStorage,
-				PID:              systemReservedPID,
-			},
-			EvictionHard: talosEvictionHard{
-				MemoryAvailable:   MemoryString(r.EvictionHardMemoryBytes),
-				NodefsAvailable:   evictionNodefsAvailable,
-				NodefsInodesFree:  evictionNodefsInodesFree,
-				ImagefsAvailable:  evictionImagefsAvailable,
-				ImagefsInodesFree: evictionImagefsInodesFree,
-			},
-			MaxPods: r.MaxPods,
+	// extraConfig is merged by Talos into the KubeletConfiguration: field names are
+	// kubelet.config.k8s.io/v1beta1 ones, which Talos decodes strictly. evictionHard lists
+	// every signal of the kubelet's default, not only memory: the kubelet does not merge a
+	// partial evictionHard with its defaults, it sets every signal left out to zero, which
+	// would silently turn disk-pressure eviction off.
+	extra := map[string]any{
+		"kubeReserved": map[string]any{
+			"cpu":    MilliCPUString(r.KubeReservedMilliCPU),
+			"memory": MemoryString(r.KubeReservedMemoryBytes),
 		},
+		"systemReserved": map[string]any{
+			"cpu":               MilliCPUString(r.SystemReservedMilliCPU),
+			"memory":            MemoryString(r.SystemReservedMemoryBytes),
+			"ephemeral-storage": systemReservedEphemeralStorage,
+			"pid":               systemReservedPID,
+		},
+		"evictionHard": map[string]any{
+			"memory.available":   MemoryString(r.EvictionHardMemoryBytes),
+			"nodefs.available":   evictionNodefsAvailable,
+			"nodefs.inodesFree":  evictionNodefsInodesFree,
+			"imagefs.available":  evictionImagefsAvailable,
+			"imagefs.inodesFree": evictionImagefsInodesFree,
+		},
+		"maxPods": int(r.MaxPods),
+	}
+	k := &v1alpha1.KubeletConfig{
+		KubeletImage:       kubeletImageRepository + ":" + in.KubernetesVersion,
+		KubeletExtraConfig: v1alpha1.Unstructured{Object: extra},
 	}
 	if in.Cluster.TenantDNS != "" {
-		k.ClusterDNS = []string{in.Cluster.TenantDNS}
+		k.KubeletClusterDNS = []string{in.Cluster.TenantDNS}
 	}
 
 	// Labels are walked sorted: the flag is the same whatever the map order, and so are
@@ -364,64 +241,42 @@ func talosKubeletSection(in *Input) (talosKubelet, []error) {
 			}
 			errs = append(errs, checkNodeLabel(l.key, l.value)...)
 		}
-		k.ExtraArgs = &talosKubeletArgs{NodeLabels: joinLabels(labels)}
+		// Only node-labels: everything else is configuration (extraConfig), which the
+		// kubelet reads as structured data.
+		k.KubeletExtraArgs = map[string]string{"node-labels": joinLabels(labels)}
 	}
 
 	if n := len(in.Spec.Taints); n > 0 {
-		k.ExtraConfig.RegisterWithTaints = make([]talosTaint, n)
+		taints := make([]any, n)
 		for i, t := range in.Spec.Taints {
 			switch t.Effect {
 			case "NoSchedule", "PreferNoSchedule", "NoExecute":
 			default:
 				errs = append(errs, fmt.Errorf("taint %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", t.Key, t.Effect))
 			}
-			k.ExtraConfig.RegisterWithTaints[i] = talosTaint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)}
+			if hasLineBreak(t.Key) || hasLineBreak(t.Value) {
+				errs = append(errs, fmt.Errorf("taint %q: value %q: a key or value with a line break cannot be written into the machine config", t.Key, t.Value))
+			}
+			taint := map[string]any{"key": t.Key, "effect": string(t.Effect)}
+			if t.Value != "" {
+				taint["value"] = t.Value
+			}
+			taints[i] = taint
 		}
+		extra["registerWithTaints"] = taints
 	}
 	return k, errs
-}
-
-// checkNodeLabel refuses a label the kubelet's --node-labels flag cannot carry intact: the
-// flag is "k=v,k=v", so a comma or an equals sign in a key, or a comma in a value, would
-// add a label of the tenant's choosing (a node role, say). A valid Kubernetes label has
-// neither, and the kubelet refuses to start with an invalid one anyway, so anything else
-// is refused here with a message rather than rendered into a node that never joins.
-func checkNodeLabel(key, value string) []error {
-	var errs []error
-	if len(validation.IsQualifiedName(key)) > 0 {
-		errs = append(errs, fmt.Errorf("node label key %q is not a valid label key: an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key))
-	}
-	if len(validation.IsValidLabelValue(value)) > 0 {
-		errs = append(errs, fmt.Errorf("node label %q: value %q is not a valid label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key, value))
-	}
-	return errs
-}
-
-// reservedLabelDomain mirrors the NodeGroup CRD rule: tenant label keys in the
-// kubernetes.io, k8s.io and nodegroup.io domains are the platform's (the kubelet refuses
-// most of them, and the topology ones come from the Location).
-func reservedLabelDomain(key string) bool {
-	prefix, _, ok := strings.Cut(key, "/")
-	if !ok {
-		return false
-	}
-	for _, d := range [...]string{"kubernetes.io", "k8s.io", "nodegroup.io"} {
-		if prefix == d || strings.HasSuffix(prefix, "."+d) {
-			return true
-		}
-	}
-	return false
 }
 
 // talosNetworkSection points the worker at the management cluster's DNS and maps the
 // tenant API server Service's names to its ClusterIP in /etc/hosts, so the control-plane
 // endpoint resolves at first boot, before anything else is up. The search domains let the
 // short Service names the endpoint may use resolve through that DNS later.
-func talosNetworkSection(in *Input, bad func(string, ...any)) *talosNetwork {
+func talosNetworkSection(in *Input, bad func(string, ...any)) *v1alpha1.NetworkConfig {
 	c := &in.Cluster
-	var n talosNetwork
+	var n v1alpha1.NetworkConfig
 	if c.ManagementDNS != "" {
-		n.Nameservers = []string{c.ManagementDNS}
+		n.NameServers = []string{c.ManagementDNS}
 	}
 
 	api := c.APIServer
@@ -438,7 +293,7 @@ func talosNetworkSection(in *Input, bad func(string, ...any)) *talosNetwork {
 		if d != "" {
 			aliases = names[:]
 		}
-		n.ExtraHostEntries = []talosHostEntry{{IP: api.ClusterIP, Aliases: aliases}}
+		n.ExtraHostEntries = []*v1alpha1.ExtraHost{{HostIP: api.ClusterIP, HostAliases: aliases}}
 	}
 	if d != "" {
 		// The pod-like search domains of the Service's namespace: namespace.svc.domain,
@@ -446,13 +301,13 @@ func talosNetworkSection(in *Input, bad func(string, ...any)) *talosNetwork {
 		full := names[3]
 		svcDomain := full[len(full)-len(d)-len("svc."):]
 		if api.Namespace != "" {
-			n.SearchDomains = []string{full[len(api.Name)+1:], svcDomain, d}
+			n.Searches = []string{full[len(api.Name)+1:], svcDomain, d}
 		} else {
-			n.SearchDomains = []string{svcDomain, d}
+			n.Searches = []string{svcDomain, d}
 		}
 	}
 
-	if n.Nameservers == nil && n.SearchDomains == nil && n.ExtraHostEntries == nil {
+	if n.NameServers == nil && n.Searches == nil && n.ExtraHostEntries == nil {
 		return nil
 	}
 	return &n
@@ -462,9 +317,9 @@ func talosNetworkSection(in *Input, bad func(string, ...any)) *talosNetwork {
 // when it names one, else the Image Factory installer of the pool's schematic (see
 // talosSchematic), which carries the class's extensions: they are not listed here, as
 // machine.install.extensions is deprecated in Talos.
-func talosInstallSection(in *Input, bad func(string, ...any)) talosInstall {
-	install := talosInstall{Disk: talosInstallDisk, Image: in.Spec.OSImage}
-	if install.Image == "" {
+func talosInstallSection(in *Input, bad func(string, ...any)) *v1alpha1.InstallConfig {
+	install := &v1alpha1.InstallConfig{InstallDisk: talosInstallDisk, InstallImage: in.Spec.OSImage}
+	if install.InstallImage == "" {
 		repo := in.Factory.InstallerRepository
 		if in.Class.Talos != nil && in.Class.Talos.InstallerRepository != "" {
 			repo = in.Class.Talos.InstallerRepository
@@ -479,7 +334,10 @@ func talosInstallSection(in *Input, bad func(string, ...any)) talosInstall {
 		case id == "" || in.Release.Talos.Version == "":
 			bad("the catalog release %q has no Talos version or schematic", in.Release.Minor)
 		}
-		install.Image = repo + "/" + id + ":" + in.Release.Talos.Version
+		install.InstallImage = repo + "/" + id + ":" + in.Release.Talos.Version
+	}
+	if hasLineBreak(install.InstallImage) {
+		bad("the installer image %q holds a line break", install.InstallImage)
 	}
 	if in.Class.Talos != nil && len(in.Class.Talos.KernelArgs) > 0 {
 		for _, a := range in.Class.Talos.KernelArgs {
@@ -488,7 +346,7 @@ func talosInstallSection(in *Input, bad func(string, ...any)) talosInstall {
 				bad("class %q: kernel argument %q is empty or contains whitespace", in.ClassName, a)
 			}
 		}
-		install.ExtraKernelArgs = in.Class.Talos.KernelArgs
+		install.InstallExtraKernelArgs = in.Class.Talos.KernelArgs
 	}
 	return install
 }
@@ -512,442 +370,39 @@ func talosSchematic(in *Input) (string, error) {
 }
 
 // talosKernelSection lists the kernel modules Talos loads at boot.
-func talosKernelSection(in *Input, bad func(string, ...any)) *talosKernel {
+func talosKernelSection(in *Input, bad func(string, ...any)) *v1alpha1.KernelConfig {
 	if len(in.Spec.KernelModules) == 0 {
 		return nil
 	}
-	k := &talosKernel{Modules: make([]talosKernelModule, len(in.Spec.KernelModules))}
+	k := &v1alpha1.KernelConfig{KernelModules: make([]*v1alpha1.KernelModuleConfig, len(in.Spec.KernelModules))}
 	for i, m := range in.Spec.KernelModules {
 		if !validKernelModule(m) {
 			bad("kernel module %q is not a module name (a-z, 0-9, '_', '-')", m)
 		}
-		k.Modules[i] = talosKernelModule{Name: m}
+		k.KernelModules[i] = &v1alpha1.KernelModuleConfig{ModuleName: m}
 	}
 	return k
 }
 
-// talosSysctls copies the pool's sysctls. Talos writes each value to the file its name
-// maps to under /proc/sys, so names are checked to stay there: components of a-z, 0-9,
-// '_' and '-' between single separators, which leaves no "." or ".." path element however
-// Talos maps the separators. Values are written as file content, no shell: data as is.
-func talosSysctlSection(in *Input, bad func(string, ...any)) talosSysctls {
+// talosSysctlSection copies the pool's sysctls. Talos writes each value to the file its
+// name maps to under /proc/sys, so names are checked to stay there: components of a-z,
+// 0-9, '_' and '-' between single separators, which leaves no "." or ".." path element
+// however Talos maps the separators. Values are written as file content, no shell: data
+// as is. Names are checked in sorted order, so the errors are the same on every render.
+func talosSysctlSection(in *Input, bad func(string, ...any)) map[string]string {
 	if in.Spec.Talos == nil || len(in.Spec.Talos.Sysctls) == 0 {
 		return nil
 	}
-	out := make(talosSysctls, 0, len(in.Spec.Talos.Sysctls))
-	for k, v := range in.Spec.Talos.Sysctls {
-		out = append(out, talosSysctl{Name: k, Value: string(v)})
-	}
-	slices.SortFunc(out, func(a, b talosSysctl) int { return strings.Compare(a.Name, b.Name) })
-	for _, s := range out {
-		if !validSysctlName(s.Name) {
-			bad("sysctl %q is not a kernel parameter name", s.Name)
+	out := make(map[string]string, len(in.Spec.Talos.Sysctls))
+	for _, name := range slices.Sorted(maps.Keys(in.Spec.Talos.Sysctls)) {
+		if !validSysctlName(name) {
+			bad("sysctl %q is not a kernel parameter name", name)
 		}
+		v := string(in.Spec.Talos.Sysctls[name])
+		if hasLineBreak(v) {
+			bad("sysctl %q: value %q holds a line break", name, v)
+		}
+		out[name] = v
 	}
 	return out
 }
-
-func validKernelModule(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isLowerAlnum(c) && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-func validSysctlName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	prevSep := true // no separator first
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '.' || c == '/':
-			if prevSep {
-				return false
-			}
-			prevSep = true
-		case isLowerAlnum(c) || c == '_' || c == '-':
-			prevSep = false
-		default:
-			return false
-		}
-	}
-	return !prevSep // no separator last
-}
-
-func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
-
-// checkCertificates requires one or more PEM certificates and nothing else: a CA bundle
-// that carried the CA's private key would hand it to every worker. Only the PEM framing
-// is checked (Talos parses the certificates); that is enough to see what each block is.
-func checkCertificates(bad func(string, ...any), what, s string) {
-	const begin, end = "-----BEGIN ", "-----END CERTIFICATE-----"
-	for rest := s; ; {
-		i := strings.Index(rest, begin)
-		if i < 0 {
-			break
-		}
-		rest = rest[i+len(begin):]
-		typ, _, _ := strings.Cut(rest, "-----")
-		if typ != "CERTIFICATE" {
-			bad("%s holds a PEM %q block: only certificates may reach workers", what, typ)
-			return
-		}
-	}
-	if t := strings.TrimSpace(s); !strings.HasPrefix(t, begin) || !strings.HasSuffix(t, end) {
-		bad("%s is empty or not a PEM certificate", what)
-	}
-}
-
-func checkDNSDomain(bad func(string, ...any), what, s string) {
-	if s == "" {
-		return
-	}
-	if len(validation.IsDNS1123Subdomain(s)) > 0 {
-		bad("%s %q is not a DNS name", what, s)
-	}
-}
-
-func checkPrefixes(bad func(string, ...any), what string, ss []string) {
-	for _, s := range ss {
-		if _, err := netip.ParsePrefix(s); err != nil {
-			bad("%s %q is not a CIDR", what, s)
-		}
-	}
-}
-
-func checkAddress(bad func(string, ...any), what, s string) {
-	if s == "" {
-		return
-	}
-	if _, err := netip.ParseAddr(s); err != nil {
-		bad("%s %q is not an IP address", what, s)
-	}
-}
-
-// validHost: an IP address or a DNS name. The name is checked first: a control-plane
-// host is usually one, and a failed ParseAddr allocates its error.
-func validHost(h string) bool {
-	if len(validation.IsDNS1123Subdomain(h)) == 0 {
-		return true
-	}
-	_, err := netip.ParseAddr(h)
-	return err == nil
-}
-
-// spaces indents the document; its length bounds the nesting depth.
-const spaces = "                                "
-
-// appendYAML writes the document in the order of the Talos schema documentation, which
-// reads better than sorted keys. Every map in it is walked in sorted key order.
-func (c *talosConfig) appendYAML(b []byte) []byte {
-	b = appendYAMLString(b, 0, "version", c.Version)
-	b = appendYAMLKey(b, 0, "machine")
-	m := &c.Machine
-	b = appendYAMLString(b, 2, "type", m.Type)
-	b = appendYAMLString(b, 2, "token", m.Token)
-	b = m.CA.appendYAML(b, 2, "ca")
-	b = m.Kubelet.appendYAML(b, 2)
-	if n := m.Network; n != nil {
-		b = appendYAMLKey(b, 2, "network")
-		if len(n.Nameservers) > 0 {
-			b = appendYAMLStrings(b, 4, "nameservers", n.Nameservers)
-		}
-		if len(n.SearchDomains) > 0 {
-			b = appendYAMLStrings(b, 4, "searchDomains", n.SearchDomains)
-		}
-		if len(n.ExtraHostEntries) > 0 {
-			b = appendYAMLKey(b, 4, "extraHostEntries")
-			for _, h := range n.ExtraHostEntries {
-				b = appendYAMLItem(b, 4)
-				b = appendYAMLString(b, 0, "ip", h.IP)
-				b = appendYAMLStrings(b, 6, "aliases", h.Aliases)
-			}
-		}
-	}
-	b = appendYAMLKey(b, 2, "install")
-	b = appendYAMLString(b, 4, "disk", m.Install.Disk)
-	b = appendYAMLString(b, 4, "image", m.Install.Image)
-	if len(m.Install.ExtraKernelArgs) > 0 {
-		b = appendYAMLStrings(b, 4, "extraKernelArgs", m.Install.ExtraKernelArgs)
-	}
-	if k := m.Kernel; k != nil {
-		b = appendYAMLKey(b, 2, "kernel")
-		b = appendYAMLKey(b, 4, "modules")
-		for _, mod := range k.Modules {
-			b = appendYAMLItem(b, 4)
-			b = appendYAMLString(b, 0, "name", mod.Name)
-		}
-	}
-	if len(m.Sysctls) > 0 {
-		b = appendYAMLKey(b, 2, "sysctls")
-		for _, s := range m.Sysctls {
-			b = appendYAMLString(b, 4, s.Name, s.Value)
-		}
-	}
-
-	cl := &c.Cluster
-	b = appendYAMLKey(b, 0, "cluster")
-	if cl.ID != "" {
-		b = appendYAMLString(b, 2, "id", cl.ID)
-	}
-	if cl.Secret != "" {
-		b = appendYAMLString(b, 2, "secret", cl.Secret)
-	}
-	b = appendYAMLKey(b, 2, "controlPlane")
-	b = appendYAMLString(b, 4, "endpoint", cl.ControlPlane.Endpoint)
-	b = appendYAMLString(b, 2, "clusterName", cl.ClusterName)
-	b = appendYAMLKey(b, 2, "network")
-	if cl.Network.DNSDomain != "" {
-		b = appendYAMLString(b, 4, "dnsDomain", cl.Network.DNSDomain)
-	}
-	if len(cl.Network.PodSubnets) > 0 {
-		b = appendYAMLStrings(b, 4, "podSubnets", cl.Network.PodSubnets)
-	}
-	if len(cl.Network.ServiceSubnets) > 0 {
-		b = appendYAMLStrings(b, 4, "serviceSubnets", cl.Network.ServiceSubnets)
-	}
-	if cl.Network.DNSDomain == "" && len(cl.Network.PodSubnets) == 0 && len(cl.Network.ServiceSubnets) == 0 {
-		b = b[:len(b)-1] // "network:" -> "network: {}"
-		b = append(b, " {}\n"...)
-	}
-	b = appendYAMLString(b, 2, "token", cl.Token)
-	b = cl.CA.appendYAML(b, 2, "ca")
-	return b
-}
-
-func (c *talosCertificate) appendYAML(b []byte, indent int, key string) []byte {
-	b = appendYAMLKey(b, indent, key)
-	b = append(b, spaces[:indent+2]...)
-	b = append(b, "crt: "...)
-	// Base64 has only [A-Za-z0-9+/=], all plain-safe, and starts with a letter ("LS0t"
-	// for "---") unless the PEM starts with a byte >= 0xD0; quoting needs no escapes.
-	quote := c.PEM == "" || c.PEM[0] >= 0xd0
-	if quote {
-		b = append(b, '"')
-	}
-	b = base64.StdEncoding.AppendEncode(b, []byte(c.PEM))
-	if quote {
-		b = append(b, '"')
-	}
-	b = append(b, '\n')
-	b = append(b, spaces[:indent+2]...)
-	return append(b, `key: ""`+"\n"...)
-}
-
-func (k *talosKubelet) appendYAML(b []byte, indent int) []byte {
-	b = appendYAMLKey(b, indent, "kubelet")
-	in := indent + 2
-	b = appendYAMLString(b, in, "image", k.Image)
-	if len(k.ClusterDNS) > 0 {
-		b = appendYAMLStrings(b, in, "clusterDNS", k.ClusterDNS)
-	}
-	if k.ExtraArgs != nil {
-		b = appendYAMLKey(b, in, "extraArgs")
-		b = appendYAMLString(b, in+2, "node-labels", k.ExtraArgs.NodeLabels)
-	}
-	x := &k.ExtraConfig
-	b = appendYAMLKey(b, in, "extraConfig")
-	in += 2
-	b = x.KubeReserved.appendYAML(b, in, "kubeReserved")
-	b = x.SystemReserved.appendYAML(b, in, "systemReserved")
-	b = appendYAMLKey(b, in, "evictionHard")
-	b = appendYAMLString(b, in+2, "memory.available", x.EvictionHard.MemoryAvailable)
-	b = appendYAMLString(b, in+2, "nodefs.available", x.EvictionHard.NodefsAvailable)
-	b = appendYAMLString(b, in+2, "nodefs.inodesFree", x.EvictionHard.NodefsInodesFree)
-	b = appendYAMLString(b, in+2, "imagefs.available", x.EvictionHard.ImagefsAvailable)
-	b = appendYAMLString(b, in+2, "imagefs.inodesFree", x.EvictionHard.ImagefsInodesFree)
-	b = append(b, spaces[:in]...)
-	b = append(b, "maxPods: "...)
-	b = strconv.AppendInt(b, int64(x.MaxPods), 10)
-	b = append(b, '\n')
-	if len(x.RegisterWithTaints) > 0 {
-		b = appendYAMLKey(b, in, "registerWithTaints")
-		for _, t := range x.RegisterWithTaints {
-			b = appendYAMLItem(b, in)
-			b = appendYAMLString(b, 0, "key", t.Key)
-			if t.Value != "" {
-				b = appendYAMLString(b, in+2, "value", t.Value)
-			}
-			b = appendYAMLString(b, in+2, "effect", t.Effect)
-		}
-	}
-	return b
-}
-
-func (r *talosResources) appendYAML(b []byte, indent int, key string) []byte {
-	b = appendYAMLKey(b, indent, key)
-	b = appendYAMLString(b, indent+2, "cpu", r.CPU)
-	b = appendYAMLString(b, indent+2, "memory", r.Memory)
-	if r.EphemeralStorage != "" {
-		b = appendYAMLString(b, indent+2, "ephemeral-storage", r.EphemeralStorage)
-	}
-	if r.PID != "" {
-		b = appendYAMLString(b, indent+2, "pid", r.PID)
-	}
-	return b
-}
-
-// appendYAMLKey writes "key:" opening a nested mapping or sequence.
-func appendYAMLKey(b []byte, indent int, key string) []byte {
-	b = append(b, spaces[:indent]...)
-	b = appendYAMLScalar(b, key)
-	return append(b, ':', '\n')
-}
-
-// appendYAMLString writes "key: value".
-func appendYAMLString(b []byte, indent int, key, value string) []byte {
-	b = append(b, spaces[:indent]...)
-	b = appendYAMLScalar(b, key)
-	b = append(b, ':', ' ')
-	b = appendYAMLScalar(b, value)
-	return append(b, '\n')
-}
-
-// appendYAMLStrings writes "key:" and a block sequence of strings ("key: []" if empty).
-func appendYAMLStrings(b []byte, indent int, key string, values []string) []byte {
-	if len(values) == 0 {
-		b = append(b, spaces[:indent]...)
-		b = appendYAMLScalar(b, key)
-		return append(b, ": []\n"...)
-	}
-	b = appendYAMLKey(b, indent, key)
-	for _, v := range values {
-		b = appendYAMLItem(b, indent)
-		b = appendYAMLScalar(b, v)
-		b = append(b, '\n')
-	}
-	return b
-}
-
-// appendYAMLItem starts a sequence entry; the entry's first field follows on the same
-// line (indent 0), its other fields at indent+2.
-func appendYAMLItem(b []byte, indent int) []byte {
-	b = append(b, spaces[:indent]...)
-	return append(b, '-', ' ')
-}
-
-// appendYAMLScalar writes a string so that every YAML parser reads back exactly that
-// string: plain when yamlPlainSafe says it cannot mean anything else, otherwise
-// double-quoted. Inside quotes, printable ASCII is written as is except '"' and '\\';
-// everything else that YAML could fold, normalise or refuse (control characters, DEL,
-// C1 controls, the Unicode line and paragraph separators, the byte order mark) is
-// escaped. Other printable Unicode is written as UTF-8. A byte that is not UTF-8 (the
-// API server never produces one) becomes U+FFFD, as encoding/json would make it.
-func appendYAMLScalar(b []byte, s string) []byte {
-	if yamlPlainSafe(s) {
-		return append(b, s...)
-	}
-	const hex = "0123456789ABCDEF"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		// Copy a run of printable ASCII other than '"' and '\\' at once.
-		j := i
-		for j < len(s) && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '"' && s[j] != '\\' {
-			j++
-		}
-		b = append(b, s[i:j]...)
-		if i = j; i == len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			default: // the other control characters and DEL
-				b = append(b, '\\', 'x', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, `\uFFFD`...)
-		case yamlPrintable(r):
-			b = append(b, s[i:i+size]...)
-		case r <= 0xffff:
-			b = append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
-		default:
-			b = append(b, '\\', 'U')
-			for shift := 28; shift >= 0; shift -= 4 {
-				b = append(b, hex[r>>shift&0xf])
-			}
-		}
-		i += size
-	}
-	return append(b, '"')
-}
-
-// yamlPrintable is a non-ASCII character YAML takes literally inside double quotes:
-// printable, and not one of the characters YAML 1.1 treats as a line break (NEL, LS,
-// PS), which a parser would fold.
-func yamlPrintable(r rune) bool {
-	switch {
-	case r >= 0xa0 && r <= 0xd7ff:
-		return r != 0x2028 && r != 0x2029
-	case r >= 0xe000 && r <= 0xfffd:
-		return r != 0xfeff
-	default:
-		return r >= 0x10000 && r <= utf8.MaxRune
-	}
-}
-
-// yamlPlainSafe says whether a string can be written unquoted and still read back as
-// that string by YAML 1.1 and 1.2 parsers alike: it starts with a letter or '/' (so no
-// number, timestamp, null "~", indicator or alias), uses only [A-Za-z0-9._/:=,+@-]
-// (no spaces, quotes, '#', or flow brackets), does not end with ':' (a key), and is not
-// one of the words YAML 1.1 reads as a boolean or null. Anything else is quoted, which
-// costs only readability.
-func yamlPlainSafe(s string) bool {
-	if s == "" || yamlPlainClass[s[0]] != yamlPlainLetter && s[0] != '/' || s[len(s)-1] == ':' {
-		return false
-	}
-	var seen uint8
-	for i := 0; i < len(s); i++ {
-		seen |= yamlPlainClass[s[i]]
-	}
-	if seen&yamlPlainNever != 0 {
-		return false
-	}
-	if seen == yamlPlainLetter && len(s) <= 5 {
-		switch strings.ToLower(s) {
-		case "y", "n", "yes", "no", "on", "off", "true", "false", "null":
-			return false
-		}
-	}
-	return true
-}
-
-// yamlPlainClass sorts bytes for yamlPlainSafe, which runs for every key and value of
-// every document: letters, the other bytes a plain scalar may hold, and the rest.
-var yamlPlainClass = func() (t [256]uint8) {
-	for c := range t {
-		t[c] = yamlPlainNever
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = yamlPlainLetter, yamlPlainLetter
-	}
-	for _, c := range "0123456789._/:=,+@-" {
-		t[c] = yamlPlainOther
-	}
-	return t
-}()
-
-const (
-	yamlPlainLetter = 1 << iota
-	yamlPlainOther
-	yamlPlainNever
-)
