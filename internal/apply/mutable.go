@@ -33,31 +33,24 @@ type confirmation struct {
 
 // apply is the rule for mutable objects: create by apply when missing; otherwise a dry
 // run, and a real apply only when the dry run differs from the live object. With a
-// cache, the cached object's AnnotationApplied decides first (see the package comment).
+// cache, decide looks at the cached object first and may leave it alone or send at once.
 // It returns the server's copy when it wrote.
 func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.Unstructured, sum digests) (Result, *unstructured.Unstructured, error) {
 	what := describe(desired)
 	key := objectKey{desired.GroupVersionKind().GroupKind(), desired.GetNamespace(), desired.GetName()}
+	var cached cachedFacts
 	if cur, ok := a.cachedObject(ctx, desired); ok && cur != nil {
 		if err := checkOurs(cur, owner); err != nil {
 			return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 		}
-		last, hasStamp := readStamp(cur)
-		current := hasStamp && last.generation == cur.GetGeneration()
-		switch {
-		case current && last.body == sum.body && holdsOurs(cur, desired),
-			a.isConfirmed(key, cur, sum) && holdsOurs(cur, desired):
-			a.count(func(s *Stats) { s.Skipped++ })
-			return Unchanged, nil, nil
-		case current:
-			// The spec is as our last apply left it and the body differs: the apply
-			// changes something, and a changed spec is one more generation.
-			generation := cur.GetGeneration()
-			if last.spec != sum.spec {
-				generation++
-			}
-			return a.send(ctx, key, desired, sum, generation, Updated)
-		}
+		cached = cachedFactsOf(cur, desired)
+	}
+	switch v := a.decideWith(key, cached, sum); v.decision {
+	case skipApply:
+		a.count(func(s *Stats) { s.Skipped++ })
+		return Unchanged, nil, nil
+	case sendApply:
+		return a.send(ctx, key, desired, sum, v.generation, Updated)
 	}
 
 	live, err := a.get(ctx, desired)
@@ -107,20 +100,6 @@ func (a *Applier) confirm(key objectKey, live metav1.Object, sum digests) {
 	a.mu.Lock()
 	a.confirmed[key] = confirmation{uid: live.GetUID(), generation: live.GetGeneration(), body: sum.body}
 	a.mu.Unlock()
-}
-
-func (a *Applier) isConfirmed(key objectKey, cur metav1.Object, sum digests) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	c, ok := a.confirmed[key]
-	if !ok {
-		return false
-	}
-	if c.uid != cur.GetUID() || c.generation != cur.GetGeneration() {
-		delete(a.confirmed, key) // the object moved on; the confirmation never holds again
-		return false
-	}
-	return c.body == sum.body
 }
 
 // cachedObject reads desired's live object from the cache as a typed object; ok is
