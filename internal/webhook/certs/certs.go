@@ -15,14 +15,9 @@
 package certs
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,20 +27,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
-
-// ReportAnnotationPrefix starts the Secret annotations in which each replica reports,
-// during a CA rotation, the serving certificate it serves: the key ends with the
-// replica's name, the value is the certificate's fingerprint and the report's time.
-const ReportAnnotationPrefix = "serving.webhook.nodegroup.io/"
 
 // Defaults of the rotation's waits.
 const (
@@ -99,18 +87,6 @@ type Manager struct {
 	reports          map[string]report
 	lastReport       time.Time
 	lastData         map[string][]byte // of the Secret as last seen
-}
-
-type servedPair struct {
-	tls         *tls.Certificate
-	leaf        *x509.Certificate
-	fingerprint string
-}
-
-// report is a replica's last report as this replica saw it change.
-type report struct {
-	value string
-	seen  time.Time
 }
 
 func (m *Manager) init() {
@@ -175,56 +151,6 @@ func (m *Manager) Validate() error {
 	return nil
 }
 
-// Serving closes once this replica has a serving pair; the webhook server must not
-// start before it.
-func (m *Manager) Serving() <-chan struct{} {
-	m.init()
-	return m.serving
-}
-
-// TLSConfig makes the webhook server serve the Secret's pair from memory.
-func (m *Manager) TLSConfig(c *tls.Config) { c.GetCertificate = m.getCertificate }
-
-func (m *Manager) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	s := m.served.Load()
-	if s == nil {
-		return nil, errors.New("no webhook serving certificate yet")
-	}
-	return s.tls, nil
-}
-
-// ReadyCheck is ready when started (the webhook server's StartedChecker) passes and
-// every webhook's caBundle trusts the pair this replica serves: a replica the API server
-// would refuse is kept out of the Service.
-func (m *Manager) ReadyCheck(started healthz.Checker) healthz.Checker {
-	return func(req *http.Request) error {
-		s := m.served.Load()
-		if s == nil {
-			return errors.New("no webhook serving certificate yet")
-		}
-		if started != nil {
-			if err := started(req); err != nil {
-				return err
-			}
-		}
-		if m.WebhookConfiguration == "" {
-			return nil
-		}
-		cfg := m.config()
-		if cfg == nil {
-			return fmt.Errorf("the ValidatingWebhookConfiguration %s is not there yet", m.WebhookConfiguration)
-		}
-		for _, w := range cfg.Webhooks {
-			roots := x509.NewCertPool()
-			roots.AppendCertsFromPEM(w.ClientConfig.CABundle)
-			if _, err := s.leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: m.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-				return fmt.Errorf("the caBundle of webhook %s does not trust the served certificate %s: %w", w.Name, s.fingerprint, err)
-			}
-		}
-		return nil
-	}
-}
-
 // Start watches the Secret and the webhook configuration and keeps both current until
 // ctx ends.
 func (m *Manager) Start(ctx context.Context) error {
@@ -282,54 +208,6 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		timer.Reset(wait)
 	}
-}
-
-// informer watches the one object called name (a field selector, which RBAC limited to
-// that name allows) and kicks the loop on every change.
-func (m *Manager) informer(obj runtime.Object, name string,
-	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return list(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return watchFn(ctx, o)
-		},
-	}
-	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
-	kick := func() {
-		select {
-		case m.kick <- struct{}{}:
-		default:
-		}
-	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { kick() }, UpdateFunc: func(any, any) { kick() }, DeleteFunc: func(any) { kick() },
-	})
-	return inf
-}
-
-func (m *Manager) secret() *corev1.Secret {
-	obj, ok, _ := m.secrets.GetByKey(m.Secret.Namespace + "/" + m.Secret.Name)
-	if !ok {
-		return nil
-	}
-	return obj.(*corev1.Secret)
-}
-
-func (m *Manager) config() *admissionregistrationv1.ValidatingWebhookConfiguration {
-	if m.configs == nil {
-		return nil
-	}
-	obj, ok, _ := m.configs.GetByKey(m.WebhookConfiguration)
-	if !ok {
-		return nil
-	}
-	return obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
 }
 
 // sync moves the Secret one step, serves its pair and keeps the caBundle; it returns
@@ -405,170 +283,6 @@ func (m *Manager) sync(ctx context.Context) (time.Duration, error) {
 		return m.reportInterval(), nil
 	}
 	return m.untilRenewal(secret.Data, now), nil
-}
-
-// serve makes the Secret's pair the one the webhook server hands out.
-func (m *Manager) serve(ctx context.Context, data map[string][]byte) {
-	p, ok := parsePair(data[KeyTLSCert], data[KeyTLSKey])
-	if !ok {
-		return
-	}
-	fp := fingerprint(p.cert)
-	if cur := m.served.Load(); cur != nil && cur.fingerprint == fp {
-		return
-	}
-	tc, err := tls.X509KeyPair(p.certPEM, p.keyPEM)
-	if err != nil {
-		return
-	}
-	tc.Leaf = p.cert
-	m.served.Store(&servedPair{tls: &tc, leaf: p.cert, fingerprint: fp})
-	log.FromContext(ctx).Info("serving the webhook certificate", "fingerprint", fp, "notAfter", p.cert.NotAfter.UTC().Format(time.RFC3339))
-	m.servingOnce.Do(func() { close(m.serving) })
-}
-
-// observe notes when this replica first saw what the rotation waits on.
-func (m *Manager) observe(secret *corev1.Secret, now time.Time) {
-	if next, ok := parsePair(secret.Data[KeyNextCACert], secret.Data[KeyNextCAKey]); ok && m.everyWebhookTrusts(next.cert) {
-		if fp := fingerprint(next.cert); fp != m.nextTrusted {
-			m.nextTrusted, m.nextTrustedSince = fp, now
-		}
-	} else {
-		m.nextTrusted = ""
-	}
-	if leaf, ok := parsePair(secret.Data[KeyTLSCert], secret.Data[KeyTLSKey]); ok {
-		if fp := fingerprint(leaf.cert); fp != m.leafSeen {
-			m.leafSeen, m.leafSince = fp, now
-		}
-	}
-	present := map[string]bool{}
-	for k, v := range secret.Annotations {
-		if !strings.HasPrefix(k, ReportAnnotationPrefix) {
-			continue
-		}
-		present[k] = true
-		if r, ok := m.reports[k]; !ok || r.value != v {
-			m.reports[k] = report{value: v, seen: now}
-		}
-	}
-	for k := range m.reports {
-		if !present[k] {
-			delete(m.reports, k)
-		}
-	}
-}
-
-// progress says how far the rotation's waits are. A replica's report is live while it
-// changed within three report intervals; a replica that stopped reporting is gone.
-func (m *Manager) progress(now time.Time) progress {
-	window := 3 * m.reportInterval()
-	pr := progress{nextCATrusted: m.nextTrusted != "" && now.Sub(m.nextTrustedSince) >= m.trustSettle()}
-	served := m.served.Load()
-	if served == nil || served.fingerprint != m.leafSeen || now.Sub(m.leafSince) < window {
-		return pr
-	}
-	for _, r := range m.reports {
-		if now.Sub(r.seen) < window && reportedFingerprint(r.value) != m.leafSeen {
-			return pr
-		}
-	}
-	pr.everyReplicaServes = true
-	return pr
-}
-
-func (m *Manager) everyWebhookTrusts(ca *x509.Certificate) bool {
-	cfg := m.config()
-	if m.WebhookConfiguration == "" {
-		return true
-	}
-	if cfg == nil || len(cfg.Webhooks) == 0 {
-		return false
-	}
-	for _, w := range cfg.Webhooks {
-		if !containsCert(parseCerts(w.ClientConfig.CABundle), ca) {
-			return false
-		}
-	}
-	return true
-}
-
-// reportServing writes, under this replica's name, the fingerprint of the pair it
-// serves: a replica whose watch lags reports the old pair, which holds the rotation's
-// last step until it has caught up. The write carries the resourceVersion of a live
-// read, so it is not refused for that lag (a refused report would age out, and the
-// replica would count as gone), and a report never lands on a Secret whose rotation has
-// ended.
-func (m *Manager) reportServing(ctx context.Context) error {
-	secret, err := m.Client.CoreV1().Secrets(m.Secret.Namespace).Get(ctx, m.Secret.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("reading the Secret %s: %w", m.Secret, err)
-	}
-	if !rotating(secret.Data) {
-		return nil
-	}
-	served := m.served.Load()
-	if served == nil {
-		return nil
-	}
-	value := served.fingerprint + " " + m.now().UTC().Format(time.RFC3339Nano)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": secret.ResourceVersion,
-		"annotations":     map[string]string{ReportAnnotationPrefix + m.Identity: value},
-	}})
-	if err != nil {
-		return err
-	}
-	_, err = m.Client.CoreV1().Secrets(m.Secret.Namespace).Patch(ctx, m.Secret.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsConflict(err) {
-		return nil // the Secret moved on; the next check reports on what it holds now
-	}
-	if err != nil {
-		return fmt.Errorf("reporting the served certificate on the Secret %s: %w", m.Secret, err)
-	}
-	m.lastReport = m.now()
-	return nil
-}
-
-func reportedFingerprint(value string) string {
-	fp, _, _ := strings.Cut(value, " ")
-	return fp
-}
-
-// injectCABundle makes every webhook's caBundle the Secret's bundle, by a strategic
-// merge patch (webhooks merge by name) that carries the resourceVersion read.
-func (m *Manager) injectCABundle(ctx context.Context, bundle []byte) error {
-	if m.WebhookConfiguration == "" {
-		return nil
-	}
-	cfg := m.config()
-	if cfg == nil {
-		return fmt.Errorf("the ValidatingWebhookConfiguration %s does not exist", m.WebhookConfiguration)
-	}
-	var hooks []map[string]any
-	for _, w := range cfg.Webhooks {
-		if !bytes.Equal(w.ClientConfig.CABundle, bundle) {
-			hooks = append(hooks, map[string]any{"name": w.Name, "clientConfig": map[string]any{"caBundle": bundle}})
-		}
-	}
-	if len(hooks) == 0 {
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": cfg.ResourceVersion},
-		"webhooks": hooks,
-	})
-	if err != nil {
-		return err
-	}
-	_, err = m.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, cfg.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsConflict(err) {
-		return nil // the watch brings the newer configuration, and a check after it
-	}
-	if err != nil {
-		return fmt.Errorf("writing the caBundle of %s: %w", m.WebhookConfiguration, err)
-	}
-	log.FromContext(ctx).Info("wrote the webhook CA bundle", "configuration", m.WebhookConfiguration, "cas", len(parseCerts(bundle)))
-	return nil
 }
 
 // untilRenewal is the wait until the serving certificate or the CA is due for renewal.
