@@ -194,7 +194,17 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 	ng.Status.BootstrapTemplateName = out.Bootstrap.GetName()
 	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
 	setCondition(ng, v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
-	return ctrl.Result{}, r.observe(ctx, ng, md.Name, written)
+
+	live, err := r.observe(ctx, ng.Namespace, md.Name, written)
+	if err != nil || live == nil {
+		return ctrl.Result{}, err
+	}
+	desired, err := r.clampReplicas(ctx, ng, live)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	machinesReady(ng, live, desired)
+	return ctrl.Result{}, nil
 }
 
 // applyObjects applies the rendered objects and deletes the templates they supersede.
@@ -312,28 +322,28 @@ func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *rend
 	return credentials.ReleasePullSecrets(ctx, r.Client, r.APIReader, ng, keep)
 }
 
-// observe copies the MachineDeployment's counts into the pool's status: from written,
-// when this reconcile wrote it, else from the cache.
-func (r *Reconciler) observe(ctx context.Context, ng *v1.NodeGroup, name string, written *unstructured.Unstructured) error {
+// observe reads the pool's MachineDeployment: written, when this reconcile wrote it,
+// else the cache's copy; nil when the cache has not seen it yet (its event brings the
+// pool back). It writes nothing.
+func (r *Reconciler) observe(ctx context.Context, ns, name string, written *unstructured.Unstructured) (*clusterv1.MachineDeployment, error) {
 	md := &clusterv1.MachineDeployment{}
 	if len(written.Object) > 0 {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(written.Object, md); err != nil {
-			return err
-		}
-	} else if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: name}, md); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // the cache has not seen our create yet; the MD's event brings us back
-		}
-		return err
+		return md, runtime.DefaultUnstructuredConverter.FromUnstructured(written.Object, md)
 	}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, md); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return md, nil
+}
+
+// machinesReady copies the MachineDeployment's counts into the pool's status, with
+// desired the count it wants.
+func machinesReady(ng *v1.NodeGroup, md *clusterv1.MachineDeployment, desired int32) {
 	ng.Status.Replicas = deref(md.Status.Replicas)
 	ng.Status.ReadyReplicas = deref(md.Status.ReadyReplicas)
-	desired := deref(md.Spec.Replicas)
-	if n, scaled, err := r.clampReplicas(ctx, ng, md); err != nil {
-		return err
-	} else if scaled {
-		desired = n
-	}
 	ng.Status.DesiredReplicas = &desired
 	switch {
 	case ng.Status.ReadyReplicas >= desired && ng.Status.Replicas == desired:
@@ -343,7 +353,6 @@ func (r *Reconciler) observe(ctx context.Context, ng *v1.NodeGroup, name string,
 		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonMachinesNotReady,
 			fmt.Sprintf("%d of %d machines ready", ng.Status.ReadyReplicas, desired))
 	}
-	return nil
 }
 
 // resolveFailed records a resolve failure; what runs is left exactly as it is.
