@@ -221,8 +221,8 @@ func TestErrorConditions(t *testing.T) {
 			if c := meta.FindStatusCondition(got.Status.Conditions, tc.condition); !strings.Contains(c.Message, tc.msgContain) {
 				t.Errorf("message %q does not say %q", c.Message, tc.msgContain)
 			}
-			if r := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse {
-				t.Errorf("Ready = %v, want False", r)
+			if r := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse || r.Reason != tc.reason {
+				t.Errorf("Ready = %v, want False (%s)", r, tc.reason)
 			}
 			var mds clusterv1.MachineDeploymentList
 			if err := env.Client.List(context.Background(), &mds, client.InNamespace(tc.ns), client.MatchingLabels{render.LabelPool: ng.Name}); err != nil || len(mds.Items) != 0 {
@@ -299,5 +299,31 @@ func TestSteadyStateOfFiftyPools(t *testing.T) {
 	t.Logf("writes for a steady-state resync of 50 pools: %d", n)
 	if n != 0 {
 		t.Errorf("a steady-state resync of 50 pools sent %d writes, want 0", n)
+	}
+}
+
+// TestUncheckedConditionsKeepTheirGeneration: a pool whose new class does not exist is
+// not checked further; its location and cluster keep what they said, for the generation
+// they said it for, and Ready follows the class.
+func TestUncheckedConditionsKeepTheirGeneration(t *testing.T) {
+	ns := tenant(t)
+	ng := pool(ns, "reclassed", nil)
+	env.MustCreate(t, ng)
+	first := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = "nope" })
+	got := waitCondition(t, ng, v1.ConditionClassResolved, metav1.ConditionFalse, resolve.ReasonClassNotFound)
+	for _, typ := range []string{v1.ConditionLocationResolved, v1.ConditionClusterFound} {
+		c := meta.FindStatusCondition(got.Status.Conditions, typ)
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != first.Generation {
+			t.Errorf("%s = %+v, want True for generation %d, when it was last checked", typ, c, first.Generation)
+		}
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionRendered); c == nil || c.Reason != nodegroup.ReasonWaiting || c.ObservedGeneration != got.Generation {
+		t.Errorf("Rendered = %+v, want False (%s) for generation %d", c, nodegroup.ReasonWaiting, got.Generation)
+	}
+	r := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
+	if r == nil || r.Status != metav1.ConditionFalse || r.Reason != resolve.ReasonClassNotFound || r.ObservedGeneration != got.Generation {
+		t.Errorf("Ready = %+v, want False (%s) for generation %d", r, resolve.ReasonClassNotFound, got.Generation)
 	}
 }
