@@ -327,3 +327,40 @@ func TestUncheckedConditionsKeepTheirGeneration(t *testing.T) {
 		t.Errorf("Ready = %+v, want False (%s) for generation %d", r, resolve.ReasonClassNotFound, got.Generation)
 	}
 }
+
+// TestStatusConflictOverwritesNothing: a status computed from a pool read before a
+// change is refused, not written over the change; the reconcile runs again.
+func TestStatusConflictOverwritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := tenant(t)
+	ng := pool(ns, "raced", nil)
+	env.MustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	waitQuiet(t)
+
+	stale := &v1.NodeGroup{}
+	mustGet(t, ns, ng.Name, stale)
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Labels = map[string]string{"changed": "meanwhile"} })
+	err := reconciler.WriteStatusClassMissing(ctx, stale, stale.DeepCopy())
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("a status computed from a stale read: %v, want a conflict", err)
+	}
+	got := &v1.NodeGroup{}
+	mustGet(t, ns, ng.Name, got)
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1.ConditionClassResolved) {
+		t.Errorf("the stale status was written: %+v", meta.FindStatusCondition(got.Status.Conditions, v1.ConditionClassResolved))
+	}
+
+	// Read afresh, the same status goes through, as a patch of the status alone.
+	fresh := got.DeepCopy()
+	if err := reconciler.WriteStatusClassMissing(ctx, got, fresh); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, ns, ng.Name, got)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionClassResolved); c == nil || c.Reason != "ClassNotFound" {
+		t.Errorf("ClassResolved = %+v after a write on a fresh read, want ClassNotFound", c)
+	}
+	if got.Labels["changed"] != "meanwhile" {
+		t.Errorf("labels = %v: the status write changed the pool's metadata", got.Labels)
+	}
+}

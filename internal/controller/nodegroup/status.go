@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
@@ -161,8 +162,11 @@ func (s *scope) ready(conds []metav1.Condition, gen int64) finding {
 }
 
 // writeStatus is the status step: it computes the pool's status from what the
-// reconcile found (s) and sends it when it differs from the status read at the start
-// (old.Status). A steady state sends nothing.
+// reconcile found (s) and sends it, when it differs from the status read at the start
+// (old.Status), as a merge patch of the status that carries the resourceVersion read.
+// A pool changed since is refused with a conflict, which fails the reconcile so that
+// it runs again on the pool as it is now, rather than overwriting what changed. A
+// steady state sends nothing.
 //
 // An event marks each condition that changed status or reason. A new pool's first
 // status gets at most one: its Rendered condition when it is not rendered, which names
@@ -177,7 +181,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 	if statusEqual(&old.Status, &ng.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Update(ctx, ng); err != nil {
+	if err := r.Client.Status().Patch(ctx, ng, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("status of NodeGroup %s: %w", ng.Name, err)
 	}
 	first := len(old.Status.Conditions) == 0
