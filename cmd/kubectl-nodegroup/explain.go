@@ -85,6 +85,8 @@ func explain(ctx context.Context, c client.Client, ng *v1.NodeGroup, w io.Writer
 		switch {
 		case cond == nil:
 			fmt.Fprintf(w, "  ?  %s: not reported yet.\n", s.meaning)
+		case cond.Status == metav1.ConditionUnknown:
+			fmt.Fprintf(w, "  ?  %s: %s\n", s.meaning, cond.Message)
 		case cond.Status == metav1.ConditionTrue:
 			fmt.Fprintf(w, "  ok %s: %s\n", s.meaning, cond.Message)
 			ready = ready || s.condition == v1.ConditionReady

@@ -40,6 +40,7 @@ func TestExplain(t *testing.T) {
 	set(v1.ConditionClassResolved, metav1.ConditionTrue, "Resolved", `class "talos": Talos`)
 	set(v1.ConditionLocationResolved, metav1.ConditionTrue, "Resolved", `location "in-cluster"`)
 	set(v1.ConditionClusterFound, metav1.ConditionFalse, "ClusterNotFound", `Cluster "tenant" does not exist in namespace "default"`)
+	set(v1.ConditionRendered, metav1.ConditionUnknown, "NotChecked", "not checked yet")
 	ng.Status.ObservedGeneration = ng.Generation
 	if err := env.Client.Status().Update(ctx, ng); err != nil {
 		t.Fatal(err)
@@ -50,6 +51,7 @@ func TestExplain(t *testing.T) {
 	text := out.String()
 	if code != 1 || !strings.Contains(text, `!! its cluster and control plane (ClusterNotFound): Cluster "tenant" does not exist`) ||
 		!strings.Contains(text, "ok its class") || !strings.Contains(text, "?  its machines: not reported yet") ||
+		!strings.Contains(text, "?  its Cluster API objects: not checked yet") ||
 		!strings.Contains(text, "fix the first step marked !!") {
 		t.Fatalf("exit %d, output:\n%s%s", code, text, errOut.String())
 	}

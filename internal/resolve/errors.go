@@ -1,6 +1,11 @@
 package resolve
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+)
 
 // Reasons of the conditions a resolve failure sets. Each says what the tenant or the
 // platform must do; none of them touches what already runs.
@@ -30,6 +35,22 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Reason, e.Message) }
+
+// Conditions are the conditions Resolve decides, in the order it checks them. The checks
+// after them (the version, the machine size, the secrets) fail on Rendered.
+func Conditions() []string {
+	return []string{v1.ConditionClassResolved, v1.ConditionLocationResolved, v1.ConditionClusterFound}
+}
+
+// Passed are the conditions of Conditions that Resolve found true before it failed:
+// those checked before e.Condition, or all of them when e.Condition is a later one.
+func (e *Error) Passed() []string {
+	all := Conditions()
+	if i := slices.Index(all, e.Condition); i >= 0 {
+		return all[:i]
+	}
+	return all
+}
 
 func fail(condition, reason string, wait bool, format string, args ...any) *Error {
 	return &Error{Condition: condition, Reason: reason, Message: fmt.Sprintf(format, args...), Wait: wait}

@@ -190,7 +190,10 @@ func (r *Resolver) Class(ctx context.Context, name string) (v1.NodeGroupClassSpe
 	return class.Spec, nil
 }
 
-// Resolve reads everything render needs for the pool.
+// Resolve reads everything render needs for the pool. On an error, in holds what was
+// resolved before it, as far as the checks of Conditions go: the class once
+// ClassResolved passed, the location once LocationResolved passed, the cluster facts
+// once ClusterFound passed.
 func (r *Resolver) Resolve(ctx context.Context, ng *v1.NodeGroup) (*render.Input, error) {
 	in := &render.Input{
 		Namespace:    ng.Namespace,
@@ -202,28 +205,28 @@ func (r *Resolver) Resolve(ctx context.Context, ng *v1.NodeGroup) (*render.Input
 	}
 	var err error
 	if in.Class, err = r.Class(ctx, in.ClassName); err != nil {
-		return nil, err
+		return in, err
 	}
 	if in.Location, err = r.location(ctx, ng); err != nil {
-		return nil, err
+		return in, err
 	}
 	cluster, err := r.cluster(ctx, ng)
 	if err != nil {
-		return nil, err
+		return in, err
 	}
 	if in.Cluster, err = r.clusterFacts(ctx, cluster); err != nil {
-		return nil, err
+		return in, err
 	}
 	if err := r.version(ctx, in, cluster); err != nil {
-		return nil, err
+		return in, err
 	}
 	if in.Machine, err = r.machineSize(ctx, ng); err != nil {
-		return nil, err
+		return in, err
 	}
 	switch in.Class.OS {
 	case v1.OSTalos:
 		if in.TalosSecrets, err = r.talosSecrets(ctx, ng.Namespace, cluster.Name); err != nil {
-			return nil, err
+			return in, err
 		}
 	case v1.OSKairos:
 		// The controller creates these Secrets before it applies; render only names them.

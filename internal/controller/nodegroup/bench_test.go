@@ -103,7 +103,7 @@ func BenchmarkReconcileSteps(b *testing.B) {
 			}},
 			{"render", func() error { _, err := render.Render(in); return err }},
 			{"apply", func() error {
-				if _, err := r.applyObjects(ctx, ng, out); err != nil {
+				if _, err := r.applyObjects(ctx, ng, out, newScope()); err != nil {
 					return err
 				}
 				if n := c.take(); n != (sent{}) {

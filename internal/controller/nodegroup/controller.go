@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,23 +48,6 @@ const (
 	waitDelay = 30 * time.Second
 	// deletionPoll is how soon a deleting pool checks its MachineDeployment again.
 	deletionPoll = 5 * time.Second
-)
-
-// Reasons of conditions the controller sets itself.
-const (
-	ReasonResolved         = "Resolved"
-	ReasonApplied          = "Applied"
-	ReasonRenderFailed     = "RenderFailed"
-	ReasonApplyFailed      = "ApplyFailed"
-	ReasonWaiting          = "WaitingForDependencies"
-	ReasonMachinesReady    = "MachinesReady"
-	ReasonMachinesNotReady = "MachinesNotReady"
-	ReasonPolicyViolation  = "PolicyViolation"
-	// ReasonLocationNotAllowed and ReasonVersionAhead name the policy rules that have a
-	// reason of their own.
-	ReasonLocationNotAllowed = "LocationNotAllowed"
-	ReasonVersionAhead       = "VersionAheadOfControlPlane"
-	ReasonCredentialsFailed  = "CredentialsFailed"
 )
 
 // templateKinds are the template kinds a pool may have, for clean-up.
@@ -137,24 +119,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	before := ng.Status.DeepCopy()
-	result, reconcileErr := r.reconcile(ctx, ng)
-	r.reportTenant(ctx, ng)
-	r.reportAutoscaler(ng)
-	if err := r.writeStatus(ctx, ng, before); err != nil {
+	// The steps record what they find in s; the status step computes the status from it
+	// and patches it against old, the pool as read.
+	old := ng.DeepCopy()
+	s := newScope()
+	result, reconcileErr := r.reconcile(ctx, ng, s)
+	r.reportTenant(ctx, ng, s)
+	r.reportAutoscaler(ng, s)
+	if err := r.writeStatus(ctx, old, ng, s); err != nil {
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
 	return result, reconcileErr
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Result, error) {
+// reconcile resolves, renders and applies the pool, and records what it found in s for
+// the status step; it sets no condition itself.
+func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) (ctrl.Result, error) {
 	in, err := r.resolver.Resolve(ctx, ng)
 	if err != nil {
-		return r.resolveFailed(ng, err)
+		return resolveFailed(s, in, err)
 	}
-	setCondition(ng, v1.ConditionClassResolved, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("class %q: %s", in.ClassName, in.Class.OS))
-	setCondition(ng, v1.ConditionLocationResolved, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("location %q", in.LocationName))
-	setCondition(ng, v1.ConditionClusterFound, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("cluster %q", in.Cluster.Name))
+	s.resolved(in, resolve.Conditions())
 	ng.Status.OS = in.Class.OS
 	ng.Status.KubernetesVersion = in.KubernetesVersion
 
@@ -163,7 +148,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if len(violations) > 0 {
-		r.refuse(ng, in, violations)
+		refuse(s, ng, in, violations)
 		return ctrl.Result{}, nil
 	}
 
@@ -174,18 +159,16 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 		if errors.As(err, &missing) {
 			reason = resolve.ReasonImageNotAvailable
 		}
-		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, reason, err.Error())
-		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, reason, "the pool's objects could not be rendered")
+		s.set(v1.ConditionRendered, metav1.ConditionFalse, reason, err.Error())
 		return ctrl.Result{}, nil // a spec or platform change fixes this; both are watched
 	}
 
 	if err := r.credentials(ctx, ng, in); err != nil {
-		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonCredentialsFailed, err.Error())
-		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonCredentialsFailed, err.Error())
+		s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonCredentialsFailed, err.Error())
 		return ctrl.Result{RequeueAfter: waitDelay}, nil
 	}
 
-	written, err := r.applyObjects(ctx, ng, out)
+	written, err := r.applyObjects(ctx, ng, out, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -193,14 +176,25 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resu
 	ng.Status.MachineDeploymentName = md.Name
 	ng.Status.BootstrapTemplateName = out.Bootstrap.GetName()
 	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
-	setCondition(ng, v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
-	return ctrl.Result{}, r.observe(ctx, ng, md.Name, written)
+	s.set(v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
+
+	live, err := r.observe(ctx, ng.Namespace, md.Name, written)
+	if err != nil || live == nil {
+		return ctrl.Result{}, err
+	}
+	desired, err := r.clampReplicas(ctx, ng, live)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.observed(live, desired)
+	return ctrl.Result{}, nil
 }
 
-// applyObjects applies the rendered objects and deletes the templates they supersede.
-// written is the MachineDeployment as the server returned it when this call wrote it
-// (empty otherwise): the cache may not hold it yet, and the status is computed from it.
-func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *render.Output) (*unstructured.Unstructured, error) {
+// applyObjects applies the rendered objects and deletes the templates they supersede;
+// an object it could not apply makes Rendered False. written is the MachineDeployment
+// as the server returned it when this call wrote it (empty otherwise): the cache may
+// not hold it yet, and the status is computed from it.
+func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *render.Output, s *scope) (*unstructured.Unstructured, error) {
 	owner := apply.NodeGroupOwner(ng)
 	written := &unstructured.Unstructured{}
 	for _, obj := range out.Objects() {
@@ -209,7 +203,7 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 			opts = append(opts, apply.ServerCopy(written))
 		}
 		if _, err := r.applier.Apply(ctx, owner, obj, opts...); err != nil {
-			setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
+			s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
 				fmt.Sprintf("applying %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
 			return nil, err
 		}
@@ -256,7 +250,7 @@ func (r *Reconciler) policyViolations(ctx context.Context, ng *v1.NodeGroup, in 
 // failure has a condition of its own set it (a location that does not admit the
 // namespace is LocationResolved=False), and each message gets the facts the pool was
 // checked with.
-func (r *Reconciler) refuse(ng *v1.NodeGroup, in *render.Input, violations []policy.Violation) {
+func refuse(s *scope, ng *v1.NodeGroup, in *render.Input, violations []policy.Violation) {
 	reason := ReasonPolicyViolation
 	msgs := make([]string, len(violations))
 	for i, v := range violations {
@@ -264,7 +258,7 @@ func (r *Reconciler) refuse(ng *v1.NodeGroup, in *render.Input, violations []pol
 		switch v.Rule {
 		case policy.RuleLocationAccess:
 			msgs[i] += fmt.Sprintf(" (location %q, namespace %q)", in.LocationName, ng.Namespace)
-			setCondition(ng, v1.ConditionLocationResolved, metav1.ConditionFalse, ReasonLocationNotAllowed, msgs[i])
+			s.set(v1.ConditionLocationResolved, metav1.ConditionFalse, ReasonLocationNotAllowed, msgs[i])
 		case policy.RuleVersion:
 			msgs[i] += fmt.Sprintf(" (pool %s, control plane %s)", in.KubernetesVersion, in.ControlPlaneVersion)
 		case policy.RuleClassVersion:
@@ -279,8 +273,7 @@ func (r *Reconciler) refuse(ng *v1.NodeGroup, in *render.Input, violations []pol
 			}
 		}
 	}
-	setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, reason, strings.Join(msgs, "; "))
-	setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, reason, "the pool is not re-rendered; what runs stays as it is")
+	s.set(v1.ConditionRendered, metav1.ConditionFalse, reason, strings.Join(msgs, "; "))
 }
 
 // credentials creates the Secrets a Kairos pool's machines read before its templates
@@ -312,51 +305,35 @@ func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *rend
 	return credentials.ReleasePullSecrets(ctx, r.Client, r.APIReader, ng, keep)
 }
 
-// observe copies the MachineDeployment's counts into the pool's status: from written,
-// when this reconcile wrote it, else from the cache.
-func (r *Reconciler) observe(ctx context.Context, ng *v1.NodeGroup, name string, written *unstructured.Unstructured) error {
+// observe reads the pool's MachineDeployment: written, when this reconcile wrote it,
+// else the cache's copy; nil when the cache has not seen it yet (its event brings the
+// pool back). It writes nothing.
+func (r *Reconciler) observe(ctx context.Context, ns, name string, written *unstructured.Unstructured) (*clusterv1.MachineDeployment, error) {
 	md := &clusterv1.MachineDeployment{}
 	if len(written.Object) > 0 {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(written.Object, md); err != nil {
-			return err
-		}
-	} else if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: name}, md); err != nil {
+		return md, runtime.DefaultUnstructuredConverter.FromUnstructured(written.Object, md)
+	}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, md); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil // the cache has not seen our create yet; the MD's event brings us back
+			return nil, nil
 		}
-		return err
+		return nil, err
 	}
-	ng.Status.Replicas = deref(md.Status.Replicas)
-	ng.Status.ReadyReplicas = deref(md.Status.ReadyReplicas)
-	desired := deref(md.Spec.Replicas)
-	if n, scaled, err := r.clampReplicas(ctx, ng, md); err != nil {
-		return err
-	} else if scaled {
-		desired = n
-	}
-	ng.Status.DesiredReplicas = &desired
-	switch {
-	case ng.Status.ReadyReplicas >= desired && ng.Status.Replicas == desired:
-		setCondition(ng, v1.ConditionReady, metav1.ConditionTrue, ReasonMachinesReady,
-			fmt.Sprintf("%d of %d machines ready", ng.Status.ReadyReplicas, desired))
-	default:
-		setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, ReasonMachinesNotReady,
-			fmt.Sprintf("%d of %d machines ready", ng.Status.ReadyReplicas, desired))
-	}
-	return nil
+	return md, nil
 }
 
-// resolveFailed records a resolve failure; what runs is left exactly as it is.
-func (r *Reconciler) resolveFailed(ng *v1.NodeGroup, err error) (ctrl.Result, error) {
+// resolveFailed records a resolve failure: the conditions resolve passed before it are
+// True, the one it failed False; what runs is left exactly as it is.
+func resolveFailed(s *scope, in *render.Input, err error) (ctrl.Result, error) {
 	var rerr *resolve.Error
 	if !errors.As(err, &rerr) {
 		return ctrl.Result{}, err // an API error: retried with backoff
 	}
-	setCondition(ng, rerr.Condition, metav1.ConditionFalse, rerr.Reason, rerr.Message)
+	s.resolved(in, rerr.Passed())
+	s.set(rerr.Condition, metav1.ConditionFalse, rerr.Reason, rerr.Message)
 	if rerr.Condition != v1.ConditionRendered {
-		setCondition(ng, v1.ConditionRendered, metav1.ConditionFalse, ReasonWaiting, "not rendered: "+rerr.Message)
+		s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonWaiting, "not rendered: "+rerr.Message)
 	}
-	setCondition(ng, v1.ConditionReady, metav1.ConditionFalse, rerr.Reason, rerr.Message)
 	if rerr.Wait {
 		return ctrl.Result{RequeueAfter: waitDelay}, nil
 	}
@@ -425,91 +402,52 @@ func ownedBy(obj metav1.Object, ng *v1.NodeGroup) bool {
 	return false
 }
 
-// writeStatus writes the status when it changed, and an event for each condition that
-// changed status: a steady state writes nothing. A new pool's first status gets at
-// most one event: its Rendered condition when it is not rendered, which names what the
-// pool waits for. A pool that renders on its first try is announced by its status
-// alone: thousands of pools created at once should not mean thousands of events.
-func (r *Reconciler) writeStatus(ctx context.Context, ng *v1.NodeGroup, before *v1.NodeGroupStatus) error {
-	ng.Status.ObservedGeneration = ng.Generation
-	for i := range ng.Status.Conditions {
-		ng.Status.Conditions[i].ObservedGeneration = ng.Generation
-	}
-	if statusEqual(before, &ng.Status) {
-		return nil
-	}
-	first := len(before.Conditions) == 0
-	for _, c := range ng.Status.Conditions {
-		if first && (c.Type != v1.ConditionRendered || c.Status == metav1.ConditionTrue) {
-			continue
-		}
-		old := meta.FindStatusCondition(before.Conditions, c.Type)
-		if old == nil || old.Status != c.Status || old.Reason != c.Reason {
-			kind := corev1.EventTypeNormal
-			if c.Status == metav1.ConditionFalse {
-				kind = corev1.EventTypeWarning
-			}
-			r.event(ng, kind, c.Reason, "UpdateStatus", "%s=%s: %s", c.Type, c.Status, c.Message)
-		}
-	}
-	return r.Client.Status().Update(ctx, ng)
-}
-
-// reportTenant sets, on a Talos pool, what is known of its cluster's tenant side; other
-// pools carry neither condition (the Kairos provider makes its own join token).
-func (r *Reconciler) reportTenant(ctx context.Context, ng *v1.NodeGroup) {
+// reportTenant records, on a Talos pool, what is known of its cluster's tenant side;
+// other pools carry neither condition (the Kairos provider makes its own join token).
+// While nothing is known (the join identity controller has not looked since a restart)
+// the conditions stay as last written (Unknown on a pool that never had them), so a
+// restart writes nothing.
+func (r *Reconciler) reportTenant(ctx context.Context, ng *v1.NodeGroup, s *scope) {
 	if r.Tenants == nil {
 		return
 	}
-	st, known := r.Tenants.Get(types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName})
 	class, err := r.resolver.Class(ctx, ng.Spec.NodeGroupClassName)
-	if err != nil || class.OS != v1.OSTalos || !known {
-		if err == nil && class.OS != v1.OSTalos {
-			meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionTalosIdentityReady)
-			meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionTenantClusterReachable)
-		}
+	switch {
+	case err != nil:
+		return // whether they apply is not known: they stay as they are
+	case class.OS != v1.OSTalos:
+		s.remove(v1.ConditionTalosIdentityReady)
+		s.remove(v1.ConditionTenantClusterReachable)
 		return
 	}
-	if st.Identity != "" {
-		setCondition(ng, v1.ConditionTalosIdentityReady, st.Identity, st.IdentityReason, st.IdentityMessage)
-	}
-	if st.Reachable != "" {
-		setCondition(ng, v1.ConditionTenantClusterReachable, st.Reachable, st.ReachableReason, st.ReachableMessage)
-	}
+	st, _ := r.Tenants.Get(types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName})
+	s.set(v1.ConditionTalosIdentityReady, st.Identity, st.IdentityReason, st.IdentityMessage)
+	s.set(v1.ConditionTenantClusterReachable, st.Reachable, st.ReachableReason, st.ReachableMessage)
 }
 
-// reportAutoscaler sets, on an autoscaled pool, what is known of its cluster's
-// autoscaler; a fixed-size pool carries no such condition.
-func (r *Reconciler) reportAutoscaler(ng *v1.NodeGroup) {
+// reportAutoscaler records, on an autoscaled pool, what is known of its cluster's
+// autoscaler; a fixed-size pool carries no such condition. While nothing is known (the
+// autoscaler controllers have not looked since a restart) the conditions stay as last
+// written (Unknown on a pool that never had them), so a restart writes nothing.
+func (r *Reconciler) reportAutoscaler(ng *v1.NodeGroup, s *scope) {
 	if r.Tenants == nil {
 		return
 	}
-	st, known := r.Tenants.Autoscaler(types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName})
 	if !ng.Spec.Autoscaled() {
-		meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionAutoscalerReady)
-		meta.RemoveStatusCondition(&ng.Status.Conditions, v1.ConditionAbleToScaleUp)
+		s.remove(v1.ConditionAutoscalerReady)
+		s.remove(v1.ConditionAbleToScaleUp)
 		return
 	}
-	// Not known yet (the autoscaler controllers have not looked since a restart): the
-	// conditions stay as last written, so a restart writes nothing.
-	if known {
-		setCondition(ng, v1.ConditionAutoscalerReady, st.Status, st.Reason, st.Message)
-	}
-	if up, known := r.Tenants.ScaleUp(client.ObjectKeyFromObject(ng)); known {
-		setCondition(ng, v1.ConditionAbleToScaleUp, up.Status, up.Reason, up.Message)
-	}
+	st, _ := r.Tenants.Autoscaler(types.NamespacedName{Namespace: ng.Namespace, Name: ng.Spec.ClusterName})
+	up, _ := r.Tenants.ScaleUp(client.ObjectKeyFromObject(ng))
+	s.set(v1.ConditionAutoscalerReady, st.Status, st.Reason, st.Message)
+	s.set(v1.ConditionAbleToScaleUp, up.Status, up.Reason, up.Message)
 }
 
 func (r *Reconciler) event(ng *v1.NodeGroup, kind, reason, action, format string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(ng, nil, kind, reason, action, format, args...)
 	}
-}
-
-func setCondition(ng *v1.NodeGroup, t string, s metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&ng.Status.Conditions, metav1.Condition{
-		Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: ng.Generation,
-	})
 }
 
 func deref(p *int32) int32 {

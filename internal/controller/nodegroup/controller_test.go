@@ -221,8 +221,8 @@ func TestErrorConditions(t *testing.T) {
 			if c := meta.FindStatusCondition(got.Status.Conditions, tc.condition); !strings.Contains(c.Message, tc.msgContain) {
 				t.Errorf("message %q does not say %q", c.Message, tc.msgContain)
 			}
-			if r := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse {
-				t.Errorf("Ready = %v, want False", r)
+			if r := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse || r.Reason != tc.reason {
+				t.Errorf("Ready = %v, want False (%s)", r, tc.reason)
 			}
 			var mds clusterv1.MachineDeploymentList
 			if err := env.Client.List(context.Background(), &mds, client.InNamespace(tc.ns), client.MatchingLabels{render.LabelPool: ng.Name}); err != nil || len(mds.Items) != 0 {
@@ -299,5 +299,68 @@ func TestSteadyStateOfFiftyPools(t *testing.T) {
 	t.Logf("writes for a steady-state resync of 50 pools: %d", n)
 	if n != 0 {
 		t.Errorf("a steady-state resync of 50 pools sent %d writes, want 0", n)
+	}
+}
+
+// TestUncheckedConditionsKeepTheirGeneration: a pool whose new class does not exist is
+// not checked further; its location and cluster keep what they said, for the generation
+// they said it for, and Ready follows the class.
+func TestUncheckedConditionsKeepTheirGeneration(t *testing.T) {
+	ns := tenant(t)
+	ng := pool(ns, "reclassed", nil)
+	env.MustCreate(t, ng)
+	first := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = "nope" })
+	got := waitCondition(t, ng, v1.ConditionClassResolved, metav1.ConditionFalse, resolve.ReasonClassNotFound)
+	for _, typ := range []string{v1.ConditionLocationResolved, v1.ConditionClusterFound} {
+		c := meta.FindStatusCondition(got.Status.Conditions, typ)
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != first.Generation {
+			t.Errorf("%s = %+v, want True for generation %d, when it was last checked", typ, c, first.Generation)
+		}
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionRendered); c == nil || c.Reason != nodegroup.ReasonWaiting || c.ObservedGeneration != got.Generation {
+		t.Errorf("Rendered = %+v, want False (%s) for generation %d", c, nodegroup.ReasonWaiting, got.Generation)
+	}
+	r := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
+	if r == nil || r.Status != metav1.ConditionFalse || r.Reason != resolve.ReasonClassNotFound || r.ObservedGeneration != got.Generation {
+		t.Errorf("Ready = %+v, want False (%s) for generation %d", r, resolve.ReasonClassNotFound, got.Generation)
+	}
+}
+
+// TestStatusConflictOverwritesNothing: a status computed from a pool read before a
+// change is refused, not written over the change; the reconcile runs again.
+func TestStatusConflictOverwritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := tenant(t)
+	ng := pool(ns, "raced", nil)
+	env.MustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	waitQuiet(t)
+
+	stale := &v1.NodeGroup{}
+	mustGet(t, ns, ng.Name, stale)
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Labels = map[string]string{"changed": "meanwhile"} })
+	err := reconciler.WriteStatusClassMissing(ctx, stale, stale.DeepCopy())
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("a status computed from a stale read: %v, want a conflict", err)
+	}
+	got := &v1.NodeGroup{}
+	mustGet(t, ns, ng.Name, got)
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1.ConditionClassResolved) {
+		t.Errorf("the stale status was written: %+v", meta.FindStatusCondition(got.Status.Conditions, v1.ConditionClassResolved))
+	}
+
+	// Read afresh, the same status goes through, as a patch of the status alone.
+	fresh := got.DeepCopy()
+	if err := reconciler.WriteStatusClassMissing(ctx, got, fresh); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, ns, ng.Name, got)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionClassResolved); c == nil || c.Reason != "ClassNotFound" {
+		t.Errorf("ClassResolved = %+v after a write on a fresh read, want ClassNotFound", c)
+	}
+	if got.Labels["changed"] != "meanwhile" {
+		t.Errorf("labels = %v: the status write changed the pool's metadata", got.Labels)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -193,10 +192,4 @@ func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
 	}
 	return out
-}
-
-// statusEqual compares statuses ignoring condition timestamps, which SetStatusCondition
-// only moves on a transition anyway.
-func statusEqual(a, b *v1.NodeGroupStatus) bool {
-	return equality.Semantic.DeepEqual(a, b)
 }

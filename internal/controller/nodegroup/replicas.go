@@ -15,8 +15,8 @@ import (
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale,verbs=get;update
 
 // clampReplicas brings the MachineDeployment's replicas into the pool's [min, max]
-// through the scale subresource, the way cluster-autoscaler changes them, and reports
-// the count it set (0 and false when it wrote nothing).
+// through the scale subresource, the way cluster-autoscaler changes them, and returns
+// the count the MachineDeployment wants afterwards.
 //
 // The applied MachineDeployment never carries spec.replicas: Cluster API defaults it on
 // create and the autoscaler owns it. Cluster API clamps it into the annotations' range
@@ -24,20 +24,20 @@ import (
 // so the operator's apply never unsets it: without this, resizing a fixed pool or
 // raising a minimum above the current count would never take effect. Inside the range
 // nothing is written, so the autoscaler's choice stands and a steady state stays quiet.
-func (r *Reconciler) clampReplicas(ctx context.Context, ng *v1.NodeGroup, md *clusterv1.MachineDeployment) (int32, bool, error) {
+func (r *Reconciler) clampReplicas(ctx context.Context, ng *v1.NodeGroup, md *clusterv1.MachineDeployment) (int32, error) {
 	if md.Spec.Replicas == nil || !md.DeletionTimestamp.IsZero() {
-		return 0, false, nil
+		return deref(md.Spec.Replicas), nil
 	}
 	current := *md.Spec.Replicas
 	want := min(max(current, ng.Spec.MinReplicas), ng.Spec.MaxReplicas)
 	if want == current {
-		return 0, false, nil
+		return current, nil
 	}
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: want}}
 	if err := r.Client.SubResource("scale").Update(ctx, md, client.WithSubResourceBody(scale)); err != nil {
-		return 0, false, fmt.Errorf("scaling MachineDeployment %s from %d to %d: %w", md.Name, current, want, err)
+		return 0, fmt.Errorf("scaling MachineDeployment %s from %d to %d: %w", md.Name, current, want, err)
 	}
 	r.event(ng, corev1.EventTypeNormal, "Scaled", "ScaleMachineDeployment", "scaled MachineDeployment %s from %d to %d machines, into the pool's range %d..%d",
 		md.Name, current, want, ng.Spec.MinReplicas, ng.Spec.MaxReplicas)
-	return want, true, nil
+	return want, nil
 }

@@ -1,0 +1,224 @@
+package nodegroup
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+)
+
+// Reasons of conditions the controller sets itself.
+const (
+	ReasonResolved         = "Resolved"
+	ReasonApplied          = "Applied"
+	ReasonRenderFailed     = "RenderFailed"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonWaiting          = "WaitingForDependencies"
+	ReasonMachinesReady    = "MachinesReady"
+	ReasonMachinesNotReady = "MachinesNotReady"
+	ReasonPolicyViolation  = "PolicyViolation"
+	// ReasonLocationNotAllowed and ReasonVersionAhead name the policy rules that have a
+	// reason of their own.
+	ReasonLocationNotAllowed = "LocationNotAllowed"
+	ReasonVersionAhead       = "VersionAheadOfControlPlane"
+	ReasonCredentialsFailed  = "CredentialsFailed"
+	// ReasonNotChecked is the reason of a condition that has never been evaluated: it
+	// is Unknown until the step that decides it runs (an earlier step failed, or what it
+	// reports is not known yet).
+	ReasonNotChecked = "NotChecked"
+)
+
+// readyFrom are the conditions Ready is derived from, in the order a pool passes them.
+// The Talos join and autoscaler conditions do not feed it: they report the tenant
+// cluster's side, and a pool at its largest size (AbleToScaleUp=False) is ready.
+var readyFrom = []string{v1.ConditionClassResolved, v1.ConditionLocationResolved, v1.ConditionClusterFound, v1.ConditionRendered}
+
+// scope is what one reconcile learned of its pool, for the status step: a finding for
+// each condition the reconcile is responsible for, and the counts of the pool's
+// MachineDeployment when it looked at them. A condition it holds no finding for is left
+// exactly as it is; Ready is never found, but derived (ready).
+type scope struct {
+	findings []finding
+	machines *machines
+}
+
+// finding is what a reconcile learned of one condition. Without a status the condition
+// was not evaluated: it keeps what it said, with the generation it said it for, or is
+// Unknown (NotChecked) when it never said anything. remove says the condition does not
+// apply to the pool.
+type finding struct {
+	typ             string
+	status          metav1.ConditionStatus
+	reason, message string
+	remove          bool
+	// generation, when set, is the generation the finding holds for (Ready derived from
+	// a condition evaluated for an earlier one); otherwise the pool's current one.
+	generation int64
+}
+
+// machines are the counts of the pool's MachineDeployment: the machines it has, those
+// ready, and how many it wants.
+type machines struct{ replicas, ready, desired int32 }
+
+// newScope is the scope of a reconcile that has found nothing yet: the conditions of
+// readyFrom are due on every pool.
+func newScope() *scope {
+	s := &scope{}
+	for _, t := range readyFrom {
+		s.set(t, "", "", "")
+	}
+	return s
+}
+
+// set records a condition's status, reason and message; an empty status records only
+// that the condition applies to the pool, and leaves it as it is.
+func (s *scope) set(typ string, status metav1.ConditionStatus, reason, message string) {
+	s.put(finding{typ: typ, status: status, reason: reason, message: message})
+}
+
+// remove records that a condition does not apply to the pool.
+func (s *scope) remove(typ string) { s.put(finding{typ: typ, remove: true}) }
+
+func (s *scope) put(f finding) {
+	if i := slices.IndexFunc(s.findings, func(g finding) bool { return g.typ == f.typ }); i >= 0 {
+		s.findings[i] = f
+		return
+	}
+	s.findings = append(s.findings, f)
+}
+
+// observed records the counts of the MachineDeployment, which wants desired machines.
+func (s *scope) observed(md *clusterv1.MachineDeployment, desired int32) {
+	s.machines = &machines{replicas: deref(md.Status.Replicas), ready: deref(md.Status.ReadyReplicas), desired: desired}
+}
+
+// conditions computes every condition of the pool at generation gen from the scope and
+// from the conditions as they were (old, left unchanged): each finding applied in turn,
+// then Ready derived from the result.
+func (s *scope) conditions(old []metav1.Condition, gen int64) []metav1.Condition {
+	conds := slices.Clone(old)
+	for _, f := range s.findings {
+		f.apply(&conds, gen)
+	}
+	s.ready(conds, gen).apply(&conds, gen)
+	return conds
+}
+
+func (f finding) apply(conds *[]metav1.Condition, gen int64) {
+	switch {
+	case f.remove:
+		meta.RemoveStatusCondition(conds, f.typ)
+	case f.status != "":
+		meta.SetStatusCondition(conds, metav1.Condition{Type: f.typ, Status: f.status, Reason: f.reason, Message: f.message,
+			ObservedGeneration: cmp.Or(f.generation, gen)})
+	case meta.FindStatusCondition(*conds, f.typ) == nil:
+		meta.SetStatusCondition(conds, metav1.Condition{Type: f.typ, Status: metav1.ConditionUnknown, Reason: ReasonNotChecked,
+			Message: "not checked yet", ObservedGeneration: gen})
+	}
+}
+
+// ready derives Ready from the conditions of readyFrom and the machines:
+//   - the first of readyFrom that is not True decides: Ready takes its status (False,
+//     or Unknown), reason, message and generation;
+//   - when all are True, the machines decide: True (MachinesReady) when the
+//     MachineDeployment has the machines it wants and all are ready, else False
+//     (MachinesNotReady), for the oldest generation the four hold for;
+//   - when all are True but the machines were not looked at in this reconcile (the
+//     cache has not seen a MachineDeployment that another reconcile created), Ready
+//     keeps what it said.
+func (s *scope) ready(conds []metav1.Condition, gen int64) finding {
+	f := finding{typ: v1.ConditionReady, generation: gen}
+	for _, t := range readyFrom {
+		c := meta.FindStatusCondition(conds, t)
+		if c == nil {
+			return finding{typ: v1.ConditionReady}
+		}
+		if c.Status != metav1.ConditionTrue {
+			f.status, f.reason, f.message, f.generation = c.Status, c.Reason, c.Message, c.ObservedGeneration
+			return f
+		}
+		f.generation = min(f.generation, c.ObservedGeneration)
+	}
+	m := s.machines
+	if m == nil {
+		return finding{typ: v1.ConditionReady}
+	}
+	f.status, f.reason = metav1.ConditionFalse, ReasonMachinesNotReady
+	if m.ready >= m.desired && m.replicas == m.desired {
+		f.status, f.reason = metav1.ConditionTrue, ReasonMachinesReady
+	}
+	f.message = fmt.Sprintf("%d of %d machines ready", m.ready, m.desired)
+	return f
+}
+
+// writeStatus is the status step: it computes the pool's status from what the
+// reconcile found (s) and sends it, when it differs from the status read at the start
+// (old.Status), as a merge patch of the status that carries the resourceVersion read.
+// A pool changed since is refused with a conflict, which fails the reconcile so that
+// it runs again on the pool as it is now, rather than overwriting what changed. A
+// steady state sends nothing.
+//
+// An event marks each condition that changed status or reason. A new pool's first
+// status gets at most one: its Rendered condition when it is not rendered, which names
+// what the pool waits for. A pool that renders on its first try is announced by its
+// status alone: thousands of pools created at once should not mean thousands of events.
+func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *scope) error {
+	ng.Status.ObservedGeneration = ng.Generation
+	ng.Status.Conditions = s.conditions(old.Status.Conditions, ng.Generation)
+	if m := s.machines; m != nil {
+		ng.Status.Replicas, ng.Status.ReadyReplicas, ng.Status.DesiredReplicas = m.replicas, m.ready, &m.desired
+	}
+	if statusEqual(&old.Status, &ng.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, ng, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("status of NodeGroup %s: %w", ng.Name, err)
+	}
+	first := len(old.Status.Conditions) == 0
+	for _, c := range ng.Status.Conditions {
+		if first && (c.Type != v1.ConditionRendered || c.Status == metav1.ConditionTrue) {
+			continue
+		}
+		was := meta.FindStatusCondition(old.Status.Conditions, c.Type)
+		if was == nil || was.Status != c.Status || was.Reason != c.Reason {
+			kind := corev1.EventTypeNormal
+			if c.Status == metav1.ConditionFalse {
+				kind = corev1.EventTypeWarning
+			}
+			r.event(ng, kind, c.Reason, "UpdateStatus", "%s=%s: %s", c.Type, c.Status, c.Message)
+		}
+	}
+	return nil
+}
+
+// statusEqual compares statuses. Condition timestamps compare equal unless a condition
+// changed status: SetStatusCondition moves them only then.
+func statusEqual(a, b *v1.NodeGroupStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// resolved records the conditions resolve passed as True, each naming what it found.
+func (s *scope) resolved(in *render.Input, passed []string) {
+	for _, t := range passed {
+		var msg string
+		switch t {
+		case v1.ConditionClassResolved:
+			msg = fmt.Sprintf("class %q: %s", in.ClassName, in.Class.OS)
+		case v1.ConditionLocationResolved:
+			msg = fmt.Sprintf("location %q", in.LocationName)
+		case v1.ConditionClusterFound:
+			msg = fmt.Sprintf("cluster %q", in.Cluster.Name)
+		}
+		s.set(t, metav1.ConditionTrue, ReasonResolved, msg)
+	}
+}
