@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
@@ -207,6 +209,13 @@ func TestRenderGolden(t *testing.T) {
 					return
 				}
 				t.Fatal(err)
+			}
+			// A template of a kind TemplateKinds lacks would be neither cleaned up nor
+			// cached.
+			for _, tmpl := range []client.Object{out.Bootstrap, out.Infrastructure} {
+				if gvk := tmpl.GetObjectKind().GroupVersionKind(); !slices.Contains(TemplateKinds, gvk) {
+					t.Errorf("%s is not one of TemplateKinds", gvk)
+				}
 			}
 			first := marshalOutput(t, out)
 			again, err := Render(in)

@@ -32,9 +32,6 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
-	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
-	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
-	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -67,13 +64,6 @@ const (
 	ReasonVersionAhead       = "VersionAheadOfControlPlane"
 	ReasonCredentialsFailed  = "CredentialsFailed"
 )
-
-// templateKinds are the template kinds a pool may have, for clean-up.
-var templateKinds = []schema.GroupVersionKind{
-	talos.GroupVersion.WithKind("TalosConfigTemplate"),
-	kairos.GroupVersion.WithKind("KairosConfigTemplate"),
-	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
-}
 
 // Reconciler reconciles NodeGroups.
 type Reconciler struct {
@@ -218,7 +208,7 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 		out.Bootstrap.GetObjectKind().GroupVersionKind().GroupKind():      out.Bootstrap.GetName(),
 		out.Infrastructure.GetObjectKind().GroupVersionKind().GroupKind(): out.Infrastructure.GetName(),
 	}
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), out.MachineDeployment.Name, keep, templateKinds...); err != nil {
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), out.MachineDeployment.Name, keep, render.TemplateKinds...); err != nil {
 		return nil, err
 	}
 	return written, nil
@@ -402,7 +392,7 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 	}
 	// With the MachineDeployment gone no MachineSet of the pool remains, so every
 	// template of the pool is superseded.
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, templateKinds...); err != nil {
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, render.TemplateKinds...); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.applier.Forget(ng.Namespace, render.MachineDeploymentName(ng.Spec.ClusterName, ng.Name))
