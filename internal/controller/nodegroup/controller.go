@@ -217,26 +217,11 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 // policyViolations is the second line of defence behind admission: the same rules the
 // webhook evaluates (internal/policy), checked before anything is rendered, so a pool
 // admitted before a rule or a class changed is held, not re-rendered. The live
-// MachineDeployment's bootstrap template kind tells the OS the running machines boot.
+// MachineDeployment's bootstrap template kind tells the OS the running machines boot
+// (policy.Gather).
 func (r *Reconciler) policyViolations(ctx context.Context, ng *v1.NodeGroup, in *render.Input) ([]policy.Violation, error) {
-	pin := policy.Input{Object: ng, Class: &in.Class, Location: &in.Location, ControlPlaneVersion: in.ControlPlaneVersion}
-	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: ng.Namespace}, ns); err != nil {
-		return nil, err
-	}
-	pin.NamespaceLabels = ns.Labels
-	live := &clusterv1.MachineDeployment{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: render.MachineDeploymentName(in.Cluster.Name, ng.Name)}, live)
-	switch {
-	case err == nil:
-		pin.MachineDeploymentExists = true
-		switch live.Spec.Template.Spec.Bootstrap.ConfigRef.Kind {
-		case "TalosConfigTemplate":
-			pin.OldClass = &v1.NodeGroupClassSpec{OS: v1.OSTalos}
-		case "KairosConfigTemplate":
-			pin.OldClass = &v1.NodeGroupClassSpec{OS: v1.OSKairos}
-		}
-	case !apierrors.IsNotFound(err):
+	pin, err := policy.Gather(ctx, r.Client, ng, &in.Class, &in.Location, in.ControlPlaneVersion)
+	if err != nil {
 		return nil, err
 	}
 	return policy.Evaluate(ctx, pin)
