@@ -103,6 +103,9 @@ func goldenCases(t testing.TB) map[string]*Input {
 			in.Spec.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", Count: 1}}
 			in.Spec.KernelModules = []string{"nvidia"}
 		}),
+		"kairos-talos-refused": kairosBase(func(in *Input) {
+			in.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"net.core.somaxconn": "65535"}}
+		}),
 		"kairos-hostile-strings": kairosBase(func(in *Input) {
 			in.Spec.Labels = map[string]v1.LabelValue{"a": "{{ .Values.x }}", "b": "x,node-role.kubernetes.io/control-plane=y"}
 		}),
