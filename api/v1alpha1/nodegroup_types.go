@@ -10,7 +10,7 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="spec.minReplicas must not exceed spec.maxReplicas"
 // +kubebuilder:validation:XValidation:rule="has(self.resources) != has(self.instanceType)",message="set exactly one of spec.resources and spec.instanceType"
-// +kubebuilder:validation:XValidation:rule="self.nodeGroupClassName != 'kairos' || (!has(self.osImage) && !has(self.kernelModules) && !has(self.gpus) && !has(self.talos))",message="the kairos class does not take the Talos-only fields spec.osImage, spec.kernelModules, spec.gpus and spec.talos: remove them or use a Talos class"
+// +kubebuilder:validation:XValidation:rule="self.nodeGroupClassName != 'kairos' || (!has(self.osImage) && !has(self.kernelModules) && !has(self.gpus) && !has(self.talos))",message="spec.osImage, spec.kernelModules, spec.gpus and spec.talos are Talos-only and the pool's class is a Kairos class: remove them, or set spec.nodeGroupClassName to a Talos class"
 type NodeGroupSpec struct {
 	// clusterName is the Cluster API Cluster in this namespace that the pool joins.
 	// Immutable: a pool never moves between clusters.

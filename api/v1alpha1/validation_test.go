@@ -259,16 +259,16 @@ func TestNodeGroupRules(t *testing.T) {
 		})},
 		{name: "osImage refused on kairos", obj: pool("kairos-osimage", func(s *v1.NodeGroupSpec) {
 			s.NodeGroupClassName, s.OSImage = "kairos", "factory.talos.dev/installer/abc:v1.11.0"
-		}), wantErr: "the kairos class does not take the Talos-only fields"},
+		}), wantErr: v1.TalosOnlyFieldsMessage},
 		{name: "kernelModules refused on kairos", obj: pool("kairos-modules", func(s *v1.NodeGroupSpec) {
 			s.NodeGroupClassName, s.KernelModules = "kairos", []string{"nvidia"}
-		}), wantErr: "the kairos class does not take the Talos-only fields"},
+		}), wantErr: v1.TalosOnlyFieldsMessage},
 		{name: "gpus refused on kairos", obj: pool("kairos-gpus", func(s *v1.NodeGroupSpec) {
 			s.NodeGroupClassName, s.GPUs = "kairos", []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10"}}
-		}), wantErr: "the kairos class does not take the Talos-only fields"},
+		}), wantErr: v1.TalosOnlyFieldsMessage},
 		{name: "talos block refused on kairos", obj: pool("kairos-talos", func(s *v1.NodeGroupSpec) {
 			s.NodeGroupClassName, s.Talos = "kairos", &v1.NodeGroupTalos{}
-		}), wantErr: "the kairos class does not take the Talos-only fields"},
+		}), wantErr: v1.TalosOnlyFieldsMessage},
 		{name: "plain kairos pool", obj: pool("kairos-plain", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" })},
 		{name: "gpu with a tenant resource name", obj: pool("gpu-resource", func(s *v1.NodeGroupSpec) {
 			s.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", ResourceName: "nvidia.com/mig-1g.10gb"}}

@@ -85,15 +85,15 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "render:", err)
 		return 2
 	}
-	// The operator checks the admission rules before it renders (a running pool is not
-	// known offline: the OS-switch rule has nothing to compare with).
-	ns := &corev1.Namespace{}
-	if err := store.Get(ctx, client.ObjectKey{Name: ng.Namespace}, ns); err != nil {
+	// The operator checks the admission rules before it renders, with what it gathers
+	// (here from the files: a running pool is known only by its MachineDeployment among
+	// them, else the OS-switch rule has nothing to compare with).
+	pin, err := policy.Gather(ctx, store, ng, &in.Class, &in.Location, in.ControlPlaneVersion)
+	if err != nil {
 		fmt.Fprintln(stderr, "render:", err)
 		return 2
 	}
-	violations, err := policy.Evaluate(ctx, policy.Input{Object: ng, Class: &in.Class, Location: &in.Location,
-		NamespaceLabels: ns.Labels, ControlPlaneVersion: in.ControlPlaneVersion})
+	violations, err := policy.Evaluate(ctx, pin)
 	if err != nil {
 		fmt.Fprintln(stderr, "render:", err)
 		return 2

@@ -14,13 +14,10 @@ import (
 	"strings"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -36,8 +33,8 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
-	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 	admissionhooks "github.com/nodegroup-io/nodegroup-operator/internal/webhook"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook/certs"
@@ -127,31 +124,28 @@ func main() {
 		log.Error(err, "reading --autoscaler-settings")
 		os.Exit(1)
 	}
-	cacheOptions := nodegroup.CacheOptions()
-	autoscalerctl.CacheOptions(cacheOptions.ByObject)
-	cacheOptions.SyncPeriod = &syncPeriod
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  scheme.New(),
-		Metrics:                 metricsOptions(metricsAddr, metricsSecure),
-		HealthProbeBindAddress:  probeAddr,
-		PprofBindAddress:        pprofAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "nodegroup-operator.nodegroup.io",
-		LeaderElectionNamespace: leaderElectionNamespace,
-		// The process exits as soon as the manager stops, so the lease can be given up
-		// then: a restarted or rolled operator takes over at once instead of waiting
-		// for the lease to expire.
-		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cacheOptions,
-		// Secrets and webhook configurations are read one by one, by name: an informer
-		// would hold every Secret of the management cluster in memory.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
-			&corev1.Secret{}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
-		}}},
-		WebhookServer: webhook.NewServer(webhookOptions),
-	})
+	// The manager's scheme, cache, client and field indexes are the operator's, decided
+	// once in internal/operator for every controller below (and for the test suites).
+	mgrOptions := operator.ManagerOptions()
+	mgrOptions.Cache.SyncPeriod = &syncPeriod
+	mgrOptions.Metrics = metricsOptions(metricsAddr, metricsSecure)
+	mgrOptions.HealthProbeBindAddress = probeAddr
+	mgrOptions.PprofBindAddress = pprofAddr
+	mgrOptions.LeaderElection = leaderElect
+	mgrOptions.LeaderElectionID = "nodegroup-operator.nodegroup.io"
+	mgrOptions.LeaderElectionNamespace = leaderElectionNamespace
+	// The process exits as soon as the manager stops, so the lease can be given up
+	// then: a restarted or rolled operator takes over at once instead of waiting for
+	// the lease to expire.
+	mgrOptions.LeaderElectionReleaseOnCancel = true
+	mgrOptions.WebhookServer = webhook.NewServer(webhookOptions)
+	mgr, err := ctrl.NewManager(restConfig, mgrOptions)
 	if err != nil {
 		log.Error(err, "creating the manager")
+		os.Exit(1)
+	}
+	if err := operator.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		log.Error(err, "registering the field indexes")
 		os.Exit(1)
 	}
 
@@ -189,7 +183,7 @@ func main() {
 		os.Exit(1)
 	}
 	inUse := &inuse.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
-	if err := inUse.Register(mgr); err != nil { // after the nodegroup controller: it reuses its indexes
+	if err := inUse.Register(mgr); err != nil {
 		log.Error(err, "registering the in-use protection controllers")
 		os.Exit(1)
 	}

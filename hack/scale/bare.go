@@ -31,22 +31,13 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
-	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
-	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
-// templateKinds are the kinds of the templates the operator creates for pools.
-var templateKinds = []schema.GroupVersionKind{
-	talos.GroupVersion.WithKind("TalosConfigTemplate"),
-	kairos.GroupVersion.WithKind("KairosConfigTemplate"),
-	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
-}
-
 // managedKinds are the kinds of all the objects the operator creates for pools.
-var managedKinds = append(slices.Clip(templateKinds),
+var managedKinds = append(slices.Clip(render.TemplateKinds),
 	clusterv1.GroupVersion.WithKind("MachineDeployment"),
 	clusterv1.GroupVersion.WithKind("MachineHealthCheck"),
 	corev1.SchemeGroupVersion.WithKind("Secret"),

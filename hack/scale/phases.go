@@ -328,7 +328,7 @@ func (h *harness) runWave(ctx context.Context) error {
 	// Every pool has exactly the templates its status names: the changed pools' old
 	// ones are deleted, the others' are the ones they had.
 	templates := map[string][]string{}
-	for _, gvk := range templateKinds {
+	for _, gvk := range render.TemplateKinds {
 		err := listAll(ctx, h.admin, gvk, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, func(u *unstructured.Unstructured) {
 			key := u.GetNamespace() + "/" + u.GetLabels()[render.LabelPool]
 			templates[key] = append(templates[key], u.GetName())

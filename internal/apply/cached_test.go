@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
-	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 )
@@ -39,7 +39,7 @@ func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts 
 }
 
 // cachedFixture is a fixture whose Applier also reads an informer cache configured as
-// the operator's (nodegroup.CacheOptions).
+// the operator's (operator.CacheOptions).
 type cachedFixture struct {
 	*fixture
 	cache  cache.Cache
@@ -51,7 +51,7 @@ func newCachedFixture(t *testing.T) *cachedFixture {
 	plain, recording, rec := newClients(t)
 	ns := newNamespace(t, plain)
 	ng := newNodeGroup(t, plain, ns, pool)
-	opts := nodegroup.CacheOptions()
+	opts := operator.CacheOptions()
 	opts.Scheme = scheme.New()
 	c, err := cache.New(env.Config, opts)
 	if err != nil {

@@ -10,9 +10,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -41,11 +41,11 @@ func TestProviderPinsServeWhatTheRendererEmits(t *testing.T) {
 		t.Fatal(err)
 	}
 	emitted := map[string]string{
-		clusterv1.GroupVersion.String():                               "MachineDeployment, MachineHealthCheck",
-		capk.GroupVersion.String():                                    "KubevirtMachineTemplate",
-		talos.GroupVersion.String():                                   "TalosConfigTemplate",
-		kairos.GroupVersion.String():                                  "KairosConfigTemplate",
-		controlplanedns.KamajiControlPlaneGVK.GroupVersion().String(): "KamajiControlPlane",
+		clusterv1.GroupVersion.String():                "MachineDeployment, MachineHealthCheck",
+		capk.GroupVersion.String():                     "KubevirtMachineTemplate",
+		talos.GroupVersion.String():                    "TalosConfigTemplate",
+		kairos.GroupVersion.String():                   "KairosConfigTemplate",
+		kamaji.ControlPlaneGVK.GroupVersion().String(): "KamajiControlPlane",
 	}
 	for gv, kinds := range emitted {
 		var by []string

@@ -51,8 +51,8 @@ type Input struct {
 	// resolve.BuiltinClass resolves it from code.
 	Class *v1.NodeGroupClassSpec
 	// OldClass is the class the pool's machines were built from, nil when there is none.
-	// The webhook passes the class of OldObject; the reconciler passes {OS: the OS the
-	// live MachineDeployment boots}, which is all the os-switch rule reads.
+	// Gather sets {OS: the OS the live MachineDeployment boots}, which is all the
+	// os-switch rule reads; the webhook passes the class of OldObject instead.
 	OldClass *v1.NodeGroupClassSpec
 	// Location is the spec of the pool's location; required.
 	Location *v1.LocationSpec

@@ -1,5 +1,11 @@
 package policy
 
+import (
+	"strings"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+)
+
 // Rule is a built-in admission rule: a CEL expression that is true when the pool is
 // admitted, the field a refusal points at, and a message that says what to change.
 type Rule struct {
@@ -13,6 +19,15 @@ type Rule struct {
 // leading v optional, as control planes report it either way). Anything else is left to
 // the CRD's own validation and to resolve, which report it better.
 const versionPattern = `'^v?[0-9]{1,9}[.][0-9]{1,9}([.][0-9]{1,9})?$'`
+
+// anyHas is a CEL expression that is true when the object at path has any of fields.
+func anyHas(path string, fields []string) string {
+	has := make([]string, len(fields))
+	for i, f := range fields {
+		has[i] = "has(" + path + "." + f + ")"
+	}
+	return strings.Join(has, " || ")
+}
 
 // BuiltinRules returns the built-in rules, in the order Evaluate reports them.
 func BuiltinRules() []Rule { return append([]Rule(nil), builtinRules...) }
@@ -37,12 +52,11 @@ var builtinRules = []Rule{
 		Message: "spec.nodeGroupClassName names a class of another operating system than the pool's running machines: a running pool cannot switch between Talos and Kairos; set spec.nodeGroupClassName back, or create a new pool on the new class and delete this one",
 	},
 	{
-		Name:  "talos-only-fields",
-		Field: "spec",
-		Expression: `class.os != 'Kairos' ||
-			!(has(object.spec.osImage) || has(object.spec.kernelModules) ||
-			  has(object.spec.gpus) || has(object.spec.talos))`,
-		Message: "spec.osImage, spec.kernelModules, spec.gpus and spec.talos are Talos-only and the pool's class is a Kairos class: remove them, or set spec.nodeGroupClassName to a Talos class",
+		// Every Kairos class; the CRD's own rule can only name the built-in one.
+		Name:       "talos-only-fields",
+		Field:      "spec",
+		Expression: `class.os != 'Kairos' || !(` + anyHas("object.spec", v1.TalosOnlyFields()) + `)`,
+		Message:    v1.TalosOnlyFieldsMessage,
 	},
 	{
 		// The semantics of metav1.LabelSelector: every matchLabels entry and every

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 )
 
@@ -40,8 +41,10 @@ const (
 // join through the Kairos bootstrap provider.
 func kairosConfigTemplate(in *Input) (*kairos.KairosConfigTemplate, error) {
 	var errs []error
-	for _, field := range kairosRefusedFields(in) {
-		errs = append(errs, fmt.Errorf("spec.%s is Talos-only and class %q is a Kairos class: remove it or use a Talos class", field, in.ClassName))
+	// The policy refuses these before render is reached; render, which may be called
+	// without it, refuses them too.
+	if len(in.Spec.SetTalosOnlyFields()) > 0 {
+		errs = append(errs, errors.New(v1.TalosOnlyFieldsMessage))
 	}
 
 	spec := kairos.KairosConfigSpec{
@@ -120,24 +123,6 @@ func kairosConfigTemplate(in *Input) (*kairos.KairosConfigTemplate, error) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace},
 		Spec:       kairos.KairosConfigTemplateSpec{Template: kairos.KairosConfigTemplateResource{Spec: spec}},
 	}, nil
-}
-
-// kairosRefusedFields lists the Talos-only fields a Kairos pool sets. The CRD refuses
-// them on the built-in kairos class only; a custom Kairos class has no CRD rule to lean
-// on, so render refuses them too. spec.talos is ignored rather than refused: it tunes
-// nothing a Kairos worker has.
-func kairosRefusedFields(in *Input) []string {
-	var out []string
-	if in.Spec.OSImage != "" {
-		out = append(out, "osImage")
-	}
-	if len(in.Spec.KernelModules) > 0 {
-		out = append(out, "kernelModules")
-	}
-	if len(in.Spec.GPUs) > 0 {
-		out = append(out, "gpus")
-	}
-	return out
 }
 
 // kubeletPatch is the kubeadm patch of the kubelet configuration: the reservations from

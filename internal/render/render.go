@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,6 +40,15 @@ type Output struct {
 // the MachineDeployment that references them.
 func (o *Output) Objects() []client.Object {
 	return []client.Object{o.Bootstrap, o.Infrastructure, o.MachineDeployment, o.MachineHealthCheck}
+}
+
+// TemplateKinds are the kinds of the templates Render makes, every Bootstrap and
+// Infrastructure kind: a pool's clean-up of superseded templates looks through them,
+// and the operator's cache holds their metadata.
+var TemplateKinds = []schema.GroupVersionKind{
+	talos.GroupVersion.WithKind("TalosConfigTemplate"),
+	kairos.GroupVersion.WithKind("KairosConfigTemplate"),
+	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
 }
 
 // Render computes the desired objects of a pool.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
@@ -100,6 +102,9 @@ func goldenCases(t testing.TB) map[string]*Input {
 		"kairos-gpu-refused": kairosBase(func(in *Input) {
 			in.Spec.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", Count: 1}}
 			in.Spec.KernelModules = []string{"nvidia"}
+		}),
+		"kairos-talos-refused": kairosBase(func(in *Input) {
+			in.Spec.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"net.core.somaxconn": "65535"}}
 		}),
 		"kairos-hostile-strings": kairosBase(func(in *Input) {
 			in.Spec.Labels = map[string]v1.LabelValue{"a": "{{ .Values.x }}", "b": "x,node-role.kubernetes.io/control-plane=y"}
@@ -207,6 +212,13 @@ func TestRenderGolden(t *testing.T) {
 					return
 				}
 				t.Fatal(err)
+			}
+			// A template of a kind TemplateKinds lacks would be neither cleaned up nor
+			// cached.
+			for _, tmpl := range []client.Object{out.Bootstrap, out.Infrastructure} {
+				if gvk := tmpl.GetObjectKind().GroupVersionKind(); !slices.Contains(TemplateKinds, gvk) {
+					t.Errorf("%s is not one of TemplateKinds", gvk)
+				}
 			}
 			first := marshalOutput(t, out)
 			again, err := Render(in)

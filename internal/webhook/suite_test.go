@@ -20,8 +20,8 @@ import (
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
-	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook/certs"
@@ -71,13 +71,14 @@ func start(ctx context.Context) error {
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("no webhook certificate after 30s")
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:        scheme.New(),
-		Metrics:       metricsserver.Options{BindAddress: "0"},
-		Cache:         nodegroup.CacheOptions(),
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: []func(*tls.Config){certMgr.TLSConfig}}),
-	})
+	opts := operator.ManagerOptions()
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: []func(*tls.Config){certMgr.TLSConfig}})
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
+		return err
+	}
+	if err := operator.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	r := &nodegroup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Catalog: catalog.Default(),

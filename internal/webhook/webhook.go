@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +21,6 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 )
 
@@ -79,57 +77,56 @@ func (v *NodeGroupValidator) Handle(ctx context.Context, req admission.Request) 
 	return admission.Allowed("")
 }
 
-// input gathers what the rules read. A class or location that does not exist denies the
-// request with the message the reconciler would put in a condition.
+// input gathers what the rules read (policy.Gather), once the class, the location and
+// the control plane's version are resolved. A class or location that does not exist
+// denies the request with the message the reconciler would put in a condition.
 func (v *NodeGroupValidator) input(ctx context.Context, ng, old *v1.NodeGroup) (policy.Input, string, error) {
-	in := policy.Input{Object: ng, OldObject: old}
 	class, err := v.Resolver.Class(ctx, ng.Spec.NodeGroupClassName)
 	if denied, err := deniedBy(err); denied != "" || err != nil {
-		return in, denied, err
+		return policy.Input{}, denied, err
 	}
-	in.Class = &class
-	if old != nil && old.Spec.NodeGroupClassName != ng.Spec.NodeGroupClassName {
-		if oldClass, err := v.Resolver.Class(ctx, old.Spec.NodeGroupClassName); err == nil {
-			in.OldClass = &oldClass
-		}
-	} else if old != nil {
-		in.OldClass = &class
-	}
-
 	loc := &v1.Location{}
 	if err := v.Reader.Get(ctx, client.ObjectKey{Name: ng.Spec.LocationName}, loc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return in, fmt.Sprintf("Location %q does not exist: set spec.locationName to a published location (kubectl get locations)", ng.Spec.LocationName), nil
+			return policy.Input{}, fmt.Sprintf("Location %q does not exist: set spec.locationName to a published location (kubectl get locations)", ng.Spec.LocationName), nil
 		}
-		return in, "", err
+		return policy.Input{}, "", err
 	}
-	in.Location = &loc.Spec
-
-	ns := &corev1.Namespace{}
-	if err := v.Reader.Get(ctx, client.ObjectKey{Name: ng.Namespace}, ns); err != nil {
-		return in, "", err
-	}
-	in.NamespaceLabels = ns.Labels
-
-	md := &clusterv1.MachineDeployment{}
-	err = v.Reader.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: render.MachineDeploymentName(ng.Spec.ClusterName, ng.Name)}, md)
-	switch {
-	case err == nil:
-		in.MachineDeploymentExists = true
-	case !apierrors.IsNotFound(err):
-		return in, "", err
-	}
-
+	var version string
 	cluster := &clusterv1.Cluster{}
 	if err := v.Reader.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}, cluster); err == nil {
 		// A control plane not there yet is no reason to refuse: the reconciler waits.
-		if version, err := v.Resolver.ControlPlaneVersion(ctx, cluster); err == nil {
-			in.ControlPlaneVersion = version
+		if cpVersion, err := v.Resolver.ControlPlaneVersion(ctx, cluster); err == nil {
+			version = cpVersion
 		}
 	} else if !apierrors.IsNotFound(err) {
+		return policy.Input{}, "", err
+	}
+
+	in, err := policy.Gather(ctx, v.Reader, ng, &class, &loc.Spec, version)
+	if err != nil {
 		return in, "", err
 	}
+	// An update is judged against the object it replaces, a create against nothing: the
+	// old class is the old object's, whatever OS the MachineDeployment boots.
+	in.OldObject, in.OldClass = old, v.oldClass(ctx, ng, old, &class)
 	return in, "", nil
+}
+
+// oldClass is the class of the object an update replaces: nil on a create, or when that
+// class no longer resolves.
+func (v *NodeGroupValidator) oldClass(ctx context.Context, ng, old *v1.NodeGroup, class *v1.NodeGroupClassSpec) *v1.NodeGroupClassSpec {
+	switch {
+	case old == nil:
+		return nil
+	case old.Spec.NodeGroupClassName == ng.Spec.NodeGroupClassName:
+		return class
+	}
+	oldClass, err := v.Resolver.Class(ctx, old.Spec.NodeGroupClassName)
+	if err != nil {
+		return nil
+	}
+	return &oldClass
 }
 
 func deniedBy(err error) (string, error) {

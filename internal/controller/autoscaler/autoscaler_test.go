@@ -24,7 +24,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
-	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
@@ -723,7 +723,7 @@ func TestControlPlaneUpgrade(t *testing.T) {
 	waitQuiet(t)
 
 	kcp := &unstructured.Unstructured{}
-	kcp.SetGroupVersionKind(controlplanedns.KamajiControlPlaneGVK)
+	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	mustGet(t, ns, cluster, kcp)
 	if v, _, _ := unstructured.NestedString(kcp.Object, "spec", "version"); !strings.HasPrefix(v, "v1.35.") {
 		t.Fatalf("the control plane runs %q, want v1.35.x", v)

@@ -66,7 +66,7 @@ const versionPoll = 30 * time.Second
 
 // conflictPoll is how often a cluster whose autoscaler is blocked by an object of the
 // same name that the operator did not make is looked at again: that object is not
-// cached (CacheOptions holds only the operator's), so its deletion is no event.
+// cached (operator.CacheOptions holds only the operator's), so its deletion is no event.
 const conflictPoll = time.Minute
 
 // Reconciler keeps the autoscaler of each Cluster.

@@ -8,12 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -25,6 +23,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -34,19 +33,6 @@ import (
 const concurrency = 4
 
 var changed = builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})
-
-// CacheOptions restricts the manager's cache of the autoscaler's kinds to the
-// operator's autoscaler objects: a ServiceAccount, Role, RoleBinding or Deployment of
-// anyone else is never held in memory. Of the ServiceAccount, Role and RoleBinding the
-// cache holds only metadata (Register watches them so), of the Deployment what
-// running reads (nodegroup.CacheOptions' transform trims it): the applier reads the
-// objects live, so the cache is for their events.
-func CacheOptions(byObject map[client.Object]cache.ByObject) {
-	ours := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue, autoscaler.LabelName: "cluster-autoscaler"})
-	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &appsv1.Deployment{}} {
-		byObject[obj] = cache.ByObject{Label: ours}
-	}
-}
 
 // Register adds the controller to a manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
@@ -58,7 +44,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	}
 	r.resolver = &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Catalog: r.Catalog, Cache: mgr.GetCache()}
 	kcp := &unstructured.Unstructured{}
-	kcp.SetGroupVersionKind(controlplanedns.KamajiControlPlaneGVK)
+	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("autoscaler").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
@@ -66,8 +52,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClusterOfPool),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting()))).
 		// The control plane's version picks the autoscaler's release: an upgrade rolls
-		// the autoscaler onto the one of the new minor. (The control-plane DNS
-		// controller registers the index this maps by.)
+		// the autoscaler onto the one of the new minor.
 		Watches(kcp, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClustersOf(mgr.GetClient())),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A new MachineDeployment may use a machine template kind the Role lacks.

@@ -4,18 +4,14 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
-	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -24,11 +20,10 @@ import (
 // one manager with the pool controller, whose MachineDeployments name the machine
 // template kinds the autoscaler's Role must grant, and which reports the autoscaler's
 // state on the pools (AutoscalerReady) through the shared tenant.Status, and with the
-// control-plane DNS controller, whose field index maps a KamajiControlPlane to its
-// Clusters for the autoscaler's watch of the control plane's version; with the cache
-// restricted by nodegroup.CacheOptions and then autoscalerctl.CacheOptions, and Secrets
-// read uncached. No Cluster API, Kamaji or kube-controller-manager runs: nothing
-// garbage-collects, and no Deployment controller reports availability.
+// control-plane DNS controller; with the operator's manager options and field indexes
+// (internal/operator): its cache, and Secrets read uncached. No Cluster API, Kamaji or
+// kube-controller-manager runs: nothing garbage-collects, and no Deployment controller
+// reports availability.
 
 var (
 	env *testenv.Env
@@ -44,17 +39,7 @@ var (
 func TestMain(m *testing.M) {
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		cacheOptions := nodegroup.CacheOptions()
-		autoscalerctl.CacheOptions(cacheOptions.ByObject)
-		opts := ctrl.Options{
-			Scheme:    scheme.New(),
-			Cache:     cacheOptions,
-			NewClient: writes.NewClient,
-			Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
-				&corev1.Secret{}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
-			}}},
-		}
-		return e.RunManager(opts, func(mgr ctrl.Manager) error {
+		return e.RunOperator(writes.NewClient, func(mgr ctrl.Manager) error {
 			pools := &nodegroup.Reconciler{
 				Client:              mgr.GetClient(),
 				APIReader:           mgr.GetAPIReader(),
@@ -80,8 +65,6 @@ func TestMain(m *testing.M) {
 			if err := statusReader.Register(mgr); err != nil {
 				return err
 			}
-			// After the autoscaler controller, as main.go registers it: its index is
-			// registered before the manager starts, which is all the watch needs.
 			dns := &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 			return dns.Register(mgr)
 		})

@@ -10,10 +10,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 )
 
@@ -42,10 +42,6 @@ const (
 	ReasonNotManaged = "DNSNotManaged"
 )
 
-// KamajiControlPlaneGVK is the kind and the served version the controller reads and
-// writes (Kamaji control-plane provider v0.20.0 serves only v1alpha2).
-var KamajiControlPlaneGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1alpha2", Kind: "KamajiControlPlane"}
-
 var (
 	dnsField   = []string{"spec", "network", "dnsServiceIPs"}
 	addonField = []string{"spec", "addons", "coreDNS"}
@@ -57,7 +53,7 @@ var (
 // control plane through reader. A Cluster whose control plane is not a
 // KamajiControlPlane is ok (ReasonNotManaged): its DNS is not the operator's to publish.
 func Status(ctx context.Context, reader client.Reader, cluster *clusterv1.Cluster) (ok bool, reason, message string) {
-	if !isKamaji(cluster) {
+	if !kamaji.IsControlPlaneOf(cluster) {
 		ref := cluster.Spec.ControlPlaneRef
 		return true, ReasonNotManaged, fmt.Sprintf("the control plane of Cluster %s is %s %q, not a KamajiControlPlane: the operator does not publish its DNS address",
 			cluster.Name, ref.Kind, ref.Name)
@@ -196,16 +192,10 @@ func show(list []string) string {
 	return "[" + strings.Join(list, ", ") + "]"
 }
 
-// isKamaji: the Cluster's control plane is a KamajiControlPlane.
-func isKamaji(c *clusterv1.Cluster) bool {
-	ref := c.Spec.ControlPlaneRef
-	return ref.Name != "" && ref.Kind == KamajiControlPlaneGVK.Kind && ref.APIGroup == KamajiControlPlaneGVK.Group
-}
-
 // getControlPlane reads the Cluster's KamajiControlPlane; nil when it does not exist.
 func getControlPlane(ctx context.Context, reader client.Reader, c *clusterv1.Cluster) (*unstructured.Unstructured, error) {
 	kcp := &unstructured.Unstructured{}
-	kcp.SetGroupVersionKind(KamajiControlPlaneGVK)
+	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.ControlPlaneRef.Name}, kcp); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil

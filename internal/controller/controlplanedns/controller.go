@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 )
 
 // Reconciler publishes the tenant DNS address of Clusters with pools on their
@@ -58,11 +60,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !c.DeletionTimestamp.IsZero() || !isKamaji(c) {
+	if !c.DeletionTimestamp.IsZero() || !kamaji.IsControlPlaneOf(c) {
 		return ctrl.Result{}, nil
 	}
 	pools := &v1.NodeGroupList{}
-	if err := r.Client.List(ctx, pools, client.InNamespace(c.Namespace), client.MatchingFields{indexPoolCluster: c.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, pools, client.InNamespace(c.Namespace), client.MatchingFields{operator.PoolsByCluster: c.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(pools.Items) == 0 {
@@ -127,7 +129,7 @@ func (r *Reconciler) assess(ctx context.Context, c *clusterv1.Cluster) (*unstruc
 // ownership: the API server refuses it with a conflict if another manager owns the field.
 func (r *Reconciler) publish(ctx context.Context, kcp *unstructured.Unstructured, addr string) error {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(KamajiControlPlaneGVK)
+	u.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	u.SetNamespace(kcp.GetNamespace())
 	u.SetName(kcp.GetName())
 	if err := unstructured.SetNestedStringSlice(u.Object, []string{addr}, dnsField...); err != nil {

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -35,7 +35,7 @@ func tenant(t *testing.T, cidr string, mutate func(kcp *unstructured.Unstructure
 	env.MustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
 	kcp := &unstructured.Unstructured{}
-	kcp.SetGroupVersionKind(controlplanedns.KamajiControlPlaneGVK)
+	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	kcp.SetNamespace(ns)
 	kcp.SetName(cluster)
 	kcp.SetLabels(map[string]string{"cluster.x-k8s.io/cluster-name": cluster})
@@ -57,7 +57,7 @@ func tenant(t *testing.T, cidr string, mutate func(kcp *unstructured.Unstructure
 			Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
 		},
 		ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: controlplanedns.KamajiControlPlaneGVK.Group, Kind: controlplanedns.KamajiControlPlaneGVK.Kind, Name: cluster,
+			APIGroup: kamaji.ControlPlaneGVK.Group, Kind: kamaji.ControlPlaneGVK.Kind, Name: cluster,
 		},
 	}})
 	return ns
@@ -81,7 +81,7 @@ func pool(ns, name string) *v1.NodeGroup {
 func controlPlane(t *testing.T, ns string) *unstructured.Unstructured {
 	t.Helper()
 	kcp := &unstructured.Unstructured{}
-	kcp.SetGroupVersionKind(controlplanedns.KamajiControlPlaneGVK)
+	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: cluster}, kcp); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func waitDNS(t *testing.T, ns string, want ...string) *unstructured.Unstructured
 func platformApply(t *testing.T, ns string, ips []string) {
 	t.Helper()
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(controlplanedns.KamajiControlPlaneGVK)
+	u.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	u.SetNamespace(ns)
 	u.SetName(cluster)
 	if ips != nil {

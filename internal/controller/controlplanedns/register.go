@@ -16,25 +16,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-)
-
-// Field indexes of this controller. The names are its own: the nodegroup controller
-// registers "spec.clusterName" on NodeGroups in the same manager, and an index name can
-// be registered only once, so sharing it would make the two controllers depend on
-// their registration order.
-const (
-	// indexPoolCluster: a NodeGroup by spec.clusterName.
-	indexPoolCluster = "controlplanedns.spec.clusterName"
-	// indexControlPlane: a Cluster by the name of its KamajiControlPlane (other control
-	// plane kinds are not indexed).
-	indexControlPlane = "controlplanedns.spec.controlPlaneRef.kamaji"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 )
 
 // Register adds the controller to a manager. The KamajiControlPlane kind must be served:
-// without it the watch could never start.
+// without it the watch could never start. The manager's indexer must have the
+// operator's field indexes (operator.RegisterIndexes).
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
-	if _, err := mgr.GetRESTMapper().RESTMapping(KamajiControlPlaneGVK.GroupKind(), KamajiControlPlaneGVK.Version); err != nil {
-		return fmt.Errorf("%s is not served (install the Kamaji control-plane provider): %w", KamajiControlPlaneGVK, err)
+	if _, err := mgr.GetRESTMapper().RESTMapping(kamaji.ControlPlaneGVK.GroupKind(), kamaji.ControlPlaneGVK.Version); err != nil {
+		return fmt.Errorf("%s is not served (install the Kamaji control-plane provider): %w", kamaji.ControlPlaneGVK, err)
 	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
@@ -43,24 +34,8 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		r.Cache = mgr.GetCache()
 	}
 
-	idx := mgr.GetFieldIndexer()
-	ctx := context.Background()
-	if err := idx.IndexField(ctx, &v1.NodeGroup{}, indexPoolCluster, func(o client.Object) []string {
-		return []string{o.(*v1.NodeGroup).Spec.ClusterName}
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &clusterv1.Cluster{}, indexControlPlane, func(o client.Object) []string {
-		if c := o.(*clusterv1.Cluster); isKamaji(c) {
-			return []string{c.Spec.ControlPlaneRef.Name}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-
 	kcp := &unstructured.Unstructured{}
-	kcp.SetGroupVersionKind(KamajiControlPlaneGVK)
+	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Name()).
 		// Status updates of Clusters and control planes change nothing we read.
@@ -91,13 +66,12 @@ func (r *Reconciler) clustersOf(ctx context.Context, obj client.Object) []reconc
 	return ClustersOf(r.Client)(ctx, obj)
 }
 
-// ClustersOf maps a control plane to the Clusters of its namespace that name it, by the
-// field index this controller registers (register this controller with the manager
-// before it starts, in any order).
+// ClustersOf maps a KamajiControlPlane to the Clusters of its namespace that name it,
+// by the field index operator.ClustersByKamajiControlPlane.
 func ClustersOf(c client.Reader) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var clusters clusterv1.ClusterList
-		if err := c.List(ctx, &clusters, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexControlPlane: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+		if err := c.List(ctx, &clusters, client.InNamespace(obj.GetNamespace()), client.MatchingFields{operator.ClustersByKamajiControlPlane: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		out := make([]reconcile.Request, 0, len(clusters.Items))

@@ -7,7 +7,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
-	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -22,7 +21,7 @@ var (
 func TestMain(m *testing.M) {
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		return e.RunManager(ctrl.Options{Scheme: scheme.New(), NewClient: writes.NewClient}, func(mgr ctrl.Manager) error {
+		return e.RunOperator(writes.NewClient, func(mgr ctrl.Manager) error {
 			reconciler = &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 			return reconciler.Register(mgr)
 		})

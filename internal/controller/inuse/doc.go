@@ -24,9 +24,8 @@
 // controller's request carries no kind: the two queues keep a class and a location of
 // the same name apart.
 //
-// Pools are found through the NodeGroup field indexes IndexClass and IndexLocation,
-// which the nodegroup controller registers under the same names in the same manager.
-// RegisterIndexes registers them when they are missing and accepts them when they exist.
+// Pools are found through the operator's NodeGroup field indexes operator.PoolsByClass
+// and operator.PoolsByLocation, the ones the nodegroup controller lists by.
 //
 // What it cannot do: a deletion that reaches an object before any pool named it, or
 // before this controller added the finalizer, is not held (a finalizer cannot be added

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 )
 
 // Finalizer holds a class or location while pools name it.
@@ -79,13 +80,13 @@ type kind[T any, P object[T]] struct {
 var (
 	classes = kind[v1.NodeGroupClass, *v1.NodeGroupClass]{
 		suffix:     "class",
-		index:      IndexClass,
+		index:      operator.PoolsByClass,
 		named:      func(ng *v1.NodeGroup) string { return ng.Spec.NodeGroupClassName },
 		conditions: func(c *v1.NodeGroupClass) *[]metav1.Condition { return &c.Status.Conditions },
 	}
 	locations = kind[v1.Location, *v1.Location]{
 		suffix:     "location",
-		index:      IndexLocation,
+		index:      operator.PoolsByLocation,
 		named:      func(ng *v1.NodeGroup) string { return ng.Spec.LocationName },
 		conditions: func(l *v1.Location) *[]metav1.Condition { return &l.Status.Conditions },
 	}

@@ -16,11 +16,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
-	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -148,26 +146,6 @@ func TestBuiltinTalosClassIsProtectedLikeAnyOther(t *testing.T) {
 
 	if n := writes.count("delete"); n != 0 {
 		t.Fatalf("the controller sent %d deletes, want none", n)
-	}
-}
-
-// TestRegisterIndexesKeepsExistingIndexes registers the indexes the way the nodegroup
-// controller does (without tolerance), then RegisterIndexes twice, on a manager that is
-// never started.
-func TestRegisterIndexesKeepsExistingIndexes(t *testing.T) {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, field := range []string{inuse.IndexClass, inuse.IndexLocation} {
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.NodeGroup{}, field, func(client.Object) []string { return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 2 {
-		if err := inuse.RegisterIndexes(mgr); err != nil {
-			t.Fatalf("RegisterIndexes with the indexes in place: %v", err)
-		}
 	}
 }
 

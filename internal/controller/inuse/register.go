@@ -2,7 +2,6 @@ package inuse
 
 import (
 	"context"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -15,48 +14,14 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 )
 
-// NodeGroup field indexes by the class and the location a pool names. The names and
-// values are the nodegroup controller's own indexes of the same fields: whichever
-// registers first serves both controllers.
-const (
-	IndexClass    = "spec.nodeGroupClassName"
-	IndexLocation = "spec.locationName"
-)
-
-// RegisterIndexes registers IndexClass and IndexLocation on NodeGroups, keeping an
-// index that already exists under the same name.
-//
-// The cache refuses a second indexer of a name with client-go's "indexer conflict"
-// error; exactly that error is accepted, because the existing indexer extracts the same
-// field. Call it after anything that registers the indexes without that tolerance (the
-// nodegroup controller's Register), which would otherwise fail on the conflict.
-func RegisterIndexes(mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	for _, k := range []struct {
-		field string
-		named func(*v1.NodeGroup) string
-	}{{classes.index, classes.named}, {locations.index, locations.named}} {
-		err := idx.IndexField(context.Background(), &v1.NodeGroup{}, k.field, func(o client.Object) []string {
-			return []string{k.named(o.(*v1.NodeGroup))}
-		})
-		if err != nil && !strings.Contains(err.Error(), "indexer conflict") {
-			return err
-		}
-	}
-	return nil
-}
-
-// Register adds the class and the location controllers to a manager, with the indexes
-// they need (RegisterIndexes).
+// Register adds the class and the location controllers to a manager. The manager's
+// indexer must have the operator's field indexes (operator.RegisterIndexes).
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
-	}
-	if err := RegisterIndexes(mgr); err != nil {
-		return err
 	}
 	if err := register(mgr, r.Name(), classes, r.ReconcileClass); err != nil {
 		return err

@@ -3,7 +3,6 @@ package inuse_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -11,10 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
-	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -27,58 +24,22 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, false, func(e *testenv.Env) error {
+	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		// The manager stops before the API server: a client still watching slows its
-		// shutdown.
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped, err := startManager(ctx)
-		e.BeforeStop(func() {
-			cancel()
-			if stopped != nil {
-				<-stopped
-			}
+		return e.RunOperator(countingClient, func(mgr ctrl.Manager) error {
+			reconciler = &inuse.Reconciler{Client: mgr.GetClient()}
+			return reconciler.Register(mgr)
 		})
-		return err
 	})
 }
 
-// startManager starts the manager with the controller; the channel closes when it stops.
-func startManager(ctx context.Context) (<-chan struct{}, error) {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  scheme.New(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, opts)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, countWrites()), nil
-		},
-	})
+// countingClient is the manager's client, its writes counted (countWrites).
+func countingClient(cfg *rest.Config, opts client.Options) (client.Client, error) {
+	c, err := client.NewWithWatch(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	// As when the nodegroup controller registered the indexes first: Register must
-	// accept them.
-	if err := inuse.RegisterIndexes(mgr); err != nil {
-		return nil, err
-	}
-	reconciler = &inuse.Reconciler{Client: mgr.GetClient()}
-	if err := reconciler.Register(mgr); err != nil {
-		return nil, err
-	}
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager stopped:", err)
-		}
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return stopped, fmt.Errorf("cache did not sync")
-	}
-	return stopped, nil
+	return interceptor.NewClient(c, countWrites()), nil
 }
 
 // writeLog counts writes by "Kind name" and "delete" for every Delete.

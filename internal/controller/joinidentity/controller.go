@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if !c.DeletionTimestamp.IsZero() || !kamaji(c) {
+	if !c.DeletionTimestamp.IsZero() || !kamaji.IsControlPlaneOf(c) {
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -295,13 +295,6 @@ func (r *Reconciler) talosPools(ctx context.Context, c *clusterv1.Cluster) (int,
 		}
 	}
 	return n, nil
-}
-
-// kamaji tells whether the Cluster's control plane is a KamajiControlPlane.
-func kamaji(c *clusterv1.Cluster) bool {
-	ref := c.Spec.ControlPlaneRef
-	gk := controlplanedns.KamajiControlPlaneGVK.GroupKind()
-	return ref.APIGroup == gk.Group && ref.Kind == gk.Kind
 }
 
 // labels of what the operator makes: its own, and the cluster's (as Cluster API labels

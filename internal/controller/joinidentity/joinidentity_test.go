@@ -43,7 +43,7 @@ var (
 func TestMain(m *testing.M) {
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		return e.RunManager(ctrl.Options{NewClient: writes.NewClient}, func(mgr ctrl.Manager) error {
+		return e.RunOperator(writes.NewClient, func(mgr ctrl.Manager) error {
 			r := &joinidentity.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Status: status}
 			return r.Register(mgr)
 		})

@@ -31,9 +31,6 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
-	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
-	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
-	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -49,13 +46,6 @@ const (
 	// deletionPoll is how soon a deleting pool checks its MachineDeployment again.
 	deletionPoll = 5 * time.Second
 )
-
-// templateKinds are the template kinds a pool may have, for clean-up.
-var templateKinds = []schema.GroupVersionKind{
-	talos.GroupVersion.WithKind("TalosConfigTemplate"),
-	kairos.GroupVersion.WithKind("KairosConfigTemplate"),
-	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
-}
 
 // Reconciler reconciles NodeGroups.
 type Reconciler struct {
@@ -212,7 +202,7 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 		out.Bootstrap.GetObjectKind().GroupVersionKind().GroupKind():      out.Bootstrap.GetName(),
 		out.Infrastructure.GetObjectKind().GroupVersionKind().GroupKind(): out.Infrastructure.GetName(),
 	}
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), out.MachineDeployment.Name, keep, templateKinds...); err != nil {
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), out.MachineDeployment.Name, keep, render.TemplateKinds...); err != nil {
 		return nil, err
 	}
 	return written, nil
@@ -221,26 +211,11 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 // policyViolations is the second line of defence behind admission: the same rules the
 // webhook evaluates (internal/policy), checked before anything is rendered, so a pool
 // admitted before a rule or a class changed is held, not re-rendered. The live
-// MachineDeployment's bootstrap template kind tells the OS the running machines boot.
+// MachineDeployment's bootstrap template kind tells the OS the running machines boot
+// (policy.Gather).
 func (r *Reconciler) policyViolations(ctx context.Context, ng *v1.NodeGroup, in *render.Input) ([]policy.Violation, error) {
-	pin := policy.Input{Object: ng, Class: &in.Class, Location: &in.Location, ControlPlaneVersion: in.ControlPlaneVersion}
-	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: ng.Namespace}, ns); err != nil {
-		return nil, err
-	}
-	pin.NamespaceLabels = ns.Labels
-	live := &clusterv1.MachineDeployment{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: render.MachineDeploymentName(in.Cluster.Name, ng.Name)}, live)
-	switch {
-	case err == nil:
-		pin.MachineDeploymentExists = true
-		switch live.Spec.Template.Spec.Bootstrap.ConfigRef.Kind {
-		case "TalosConfigTemplate":
-			pin.OldClass = &v1.NodeGroupClassSpec{OS: v1.OSTalos}
-		case "KairosConfigTemplate":
-			pin.OldClass = &v1.NodeGroupClassSpec{OS: v1.OSKairos}
-		}
-	case !apierrors.IsNotFound(err):
+	pin, err := policy.Gather(ctx, r.Client, ng, &in.Class, &in.Location, in.ControlPlaneVersion)
+	if err != nil {
 		return nil, err
 	}
 	return policy.Evaluate(ctx, pin)
@@ -379,7 +354,7 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 	}
 	// With the MachineDeployment gone no MachineSet of the pool remains, so every
 	// template of the pool is superseded.
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, templateKinds...); err != nil {
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, render.TemplateKinds...); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.applier.Forget(ng.Namespace, render.MachineDeploymentName(ng.Spec.ClusterName, ng.Name))

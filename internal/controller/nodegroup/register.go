@@ -21,19 +21,9 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
-)
-
-// Field indexes on NodeGroups, so a change to a class, location or cluster finds the
-// pools it concerns without a list of every pool.
-const (
-	indexClass    = "spec.nodeGroupClassName"
-	indexLocation = "spec.locationName"
-	indexCluster  = "spec.clusterName"
-	indexPool     = "poolLabel"
-	// indexPullSecret indexes classes by their pull secret, "namespace/name".
-	indexPullSecret = "spec.imagePullSecretRef"
 )
 
 // DefaultConcurrency is how many pools are reconciled in parallel by default: two per
@@ -43,7 +33,8 @@ const (
 // measures both).
 func DefaultConcurrency() int { return max(2, 2*runtime.GOMAXPROCS(0)) }
 
-// Register adds the controller to a manager.
+// Register adds the controller to a manager. The manager's indexer must have the
+// operator's field indexes (operator.RegisterIndexes).
 func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 	if r.Cache == nil {
 		r.Cache = mgr.GetCache()
@@ -53,38 +44,14 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
 	}
 
-	idx := mgr.GetFieldIndexer()
-	ctx := context.Background()
-	for field, extract := range map[string]func(*v1.NodeGroup) string{
-		indexClass:    func(ng *v1.NodeGroup) string { return ng.Spec.NodeGroupClassName },
-		indexLocation: func(ng *v1.NodeGroup) string { return ng.Spec.LocationName },
-		indexCluster:  func(ng *v1.NodeGroup) string { return ng.Spec.ClusterName },
-		indexPool:     func(ng *v1.NodeGroup) string { return render.LabelValue(ng.Name) },
-	} {
-		if err := idx.IndexField(ctx, &v1.NodeGroup{}, field, func(o client.Object) []string {
-			return []string{extract(o.(*v1.NodeGroup))}
-		}); err != nil {
-			return err
-		}
-	}
-
-	if err := idx.IndexField(ctx, &v1.NodeGroupClass{}, indexPullSecret, func(o client.Object) []string {
-		if ref := o.(*v1.NodeGroupClass).Spec.ImagePullSecretRef; ref != nil {
-			return []string{ref.Namespace + "/" + ref.Name}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.Name()).
 		For(&v1.NodeGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()))).
 		Owns(&clusterv1.MachineDeployment{}).
 		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel), builder.WithPredicates(machineSetChanged())).
-		Watches(&v1.NodeGroupClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexClass, false))).
-		Watches(&v1.Location{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexLocation, false))).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(indexCluster, true))).
+		Watches(&v1.NodeGroupClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(operator.PoolsByClass, false))).
+		Watches(&v1.Location{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(operator.PoolsByLocation, false))).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(operator.PoolsByCluster, true))).
 		// Render reads Service ClusterIPs (the tenant API server, the management DNS).
 		// A ClusterIP never changes in place, so a Service's creation and deletion are the
 		// events that matter; metadata is all the cache keeps of them.
@@ -96,7 +63,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)})
 	if r.Tenants != nil {
-		pools := r.poolsBy(indexCluster, true)
+		pools := r.poolsBy(operator.PoolsByCluster, true)
 		b = b.WatchesRawSource(r.Tenants.Source(func(ctx context.Context, cluster types.NamespacedName) []reconcile.Request {
 			return pools(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}})
 		}))
@@ -158,15 +125,15 @@ func (r *Reconciler) poolsOfPullSecret(ctx context.Context, obj client.Object) [
 	r.resolver.ForgetSecret(client.ObjectKeyFromObject(obj))
 	if cluster, ok := strings.CutSuffix(obj.GetName(), resolve.TalosSecretSuffix); ok && cluster != "" {
 		// A cluster's Talos identity: its pools render from it.
-		return r.requests(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexCluster: cluster})
+		return r.requests(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{operator.PoolsByCluster: cluster})
 	}
 	var classes v1.NodeGroupClassList
-	if err := r.Client.List(ctx, &classes, client.MatchingFields{indexPullSecret: obj.GetNamespace() + "/" + obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &classes, client.MatchingFields{operator.ClassesByPullSecret: client.ObjectKeyFromObject(obj).String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
 	for _, c := range classes.Items {
-		out = append(out, r.requests(ctx, client.MatchingFields{indexClass: c.Name})...)
+		out = append(out, r.requests(ctx, client.MatchingFields{operator.PoolsByClass: c.Name})...)
 	}
 	return out
 }
@@ -177,7 +144,7 @@ func (r *Reconciler) poolsByLabel(ctx context.Context, obj client.Object) []reco
 	if !ok {
 		return nil
 	}
-	return r.requests(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPool: value})
+	return r.requests(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{operator.PoolsByLabel: value})
 }
 
 func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
-	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -31,8 +30,7 @@ func TestMain(m *testing.M) {
 	}
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		opts := ctrl.Options{Scheme: scheme.New(), Cache: nodegroup.CacheOptions(), NewClient: writes.NewClient}
-		return e.RunManager(opts, func(mgr ctrl.Manager) error {
+		return e.RunOperator(writes.NewClient, func(mgr ctrl.Manager) error {
 			reconciler = &nodegroup.Reconciler{
 				Client:              mgr.GetClient(),
 				APIReader:           mgr.GetAPIReader(),

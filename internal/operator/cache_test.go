@@ -1,4 +1,4 @@
-package nodegroup_test
+package operator_test
 
 import (
 	"testing"
@@ -11,14 +11,14 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 )
 
 // TestCacheDropsStatusesNobodyReads: the cache keeps the specs of Clusters and Kamaji
 // control planes without their status, and keeps a pool's status, which the
 // controller writes back.
 func TestCacheDropsStatusesNobodyReads(t *testing.T) {
-	transform := nodegroup.CacheOptions().DefaultTransform
+	transform := operator.CacheOptions().DefaultTransform
 	condition := metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Ready", Message: "up"}
 
 	cluster := &clusterv1.Cluster{
@@ -80,11 +80,11 @@ func TestCacheDropsStatusesNobodyReads(t *testing.T) {
 // cache keeps its metadata, spec.replicas and status (internal/controller/autoscaler's
 // running reads them) and drops the Pod template.
 func TestCacheKeepsWhatTheAutoscalerControllerReads(t *testing.T) {
-	transform := nodegroup.CacheOptions().DefaultTransform
+	transform := operator.CacheOptions().DefaultTransform
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant-autoscaler", Generation: 3,
 			Labels: map[string]string{"app": "x"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "nodegroup-operator"}}},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr[int32](1), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Spec: appsv1.DeploymentSpec{Replicas: new(int32(1)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "cluster-autoscaler", Image: "registry.k8s.io/autoscaling/cluster-autoscaler:v1.35.0"}}}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Message: "quota"}}},
@@ -107,7 +107,7 @@ func TestCacheKeepsWhatTheAutoscalerControllerReads(t *testing.T) {
 // of Secrets and the autoscaler's RBAC objects their labels and owners but no
 // annotations; a kind the cache does not trim keeps its metadata.
 func TestCacheTrimsMetadataNobodyReads(t *testing.T) {
-	transform := nodegroup.CacheOptions().DefaultTransform
+	transform := operator.CacheOptions().DefaultTransform
 	meta := func(group, version, kind string) *metav1.PartialObjectMetadata {
 		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "x", ResourceVersion: "7",
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "nodegroup-operator"}, Annotations: map[string]string{"a": "b"},

@@ -1,9 +1,10 @@
-package nodegroup
+package operator
 
 import (
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,7 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
@@ -35,9 +37,11 @@ import (
 //     down to the labels a clean-up selects by and the owners;
 //   - of Clusters and Kamaji control planes, no status: only their specs are read, and
 //     their status is the larger part of them;
-//   - of the autoscaler's Deployments (internal/controller/autoscaler caches only its
-//     own), their metadata, replicas and status, which tell whether it runs: the Pod
-//     template is most of a Deployment, and the autoscaler's applier reads it live;
+//   - of ServiceAccounts, Roles, RoleBindings and Deployments, only the autoscaler's
+//     (autoscalerObjects): one of anyone else is never held in memory;
+//   - of the autoscaler's Deployments, their metadata, replicas and status, which tell
+//     whether it runs: the Pod template is most of a Deployment, and the autoscaler's
+//     applier reads it live;
 //   - of the Services and Secrets watched as metadata, and of the autoscaler's
 //     ServiceAccounts, Roles and RoleBindings, nothing their readers do not look at
 //     (trimUnreadMetadata), and of MachineSets no annotations;
@@ -53,12 +57,25 @@ func CacheOptions() cache.Options {
 		&clusterv1.MachineHealthCheck{}: {Label: managed, Transform: trimMachineHealthCheck},
 		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq), Transform: trimMachineSet},
 	}
-	for _, gvk := range templateKinds {
+	for _, gvk := range render.TemplateKinds {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(gvk)
 		byObject[m] = cache.ByObject{Label: managed, Transform: trimTemplate}
 	}
+	autoscalerObjects(byObject)
 	return cache.Options{ByObject: byObject, DefaultTransform: compact}
+}
+
+// autoscalerObjects restricts the cache of the autoscaler's kinds to the operator's
+// autoscaler objects. Of the ServiceAccount, Role and RoleBinding the cache holds only
+// metadata (internal/controller/autoscaler watches them so), of the Deployment what
+// running reads (compact trims it): the applier reads the objects live, so the cache is
+// for their events.
+func autoscalerObjects(byObject map[client.Object]cache.ByObject) {
+	ours := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue, autoscaler.LabelName: "cluster-autoscaler"})
+	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &appsv1.Deployment{}} {
+		byObject[obj] = cache.ByObject{Label: ours}
+	}
 }
 
 // compact is the transform of every cached object: see CacheOptions.
@@ -77,7 +94,7 @@ func compact(in any) (any, error) {
 	case *metav1.PartialObjectMetadata:
 		trimUnreadMetadata(o)
 	case *unstructured.Unstructured:
-		if o.GroupVersionKind().GroupKind() == controlplanedns.KamajiControlPlaneGVK.GroupKind() {
+		if o.GroupVersionKind().GroupKind() == kamaji.ControlPlaneGVK.GroupKind() {
 			delete(o.Object, "status")
 		}
 	case *v1.NodeGroup:
