@@ -23,7 +23,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/e2e/framework"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // The autoscaler scenarios run the cluster-autoscaler the operator rendered, as its Pod
@@ -81,9 +81,9 @@ func TestManagedAutoscaler(t *testing.T) {
 
 	// A pod for A's pool, and one pinned to a zone no pool of A is in.
 	podA := tenantPod(nsA, "batch-1", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
-		map[string]string{"workload": "batch", render.NodeLabelZone: "zone-a"}, batchTaint)
+		map[string]string{"workload": "batch", names.NodeLabelZone: "zone-a"}, batchTaint)
 	elsewhere := tenantPod(nsA, "zone-b", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
-		map[string]string{"workload": "batch", render.NodeLabelZone: "zone-b"}, batchTaint)
+		map[string]string{"workload": "batch", names.NodeLabelZone: "zone-b"}, batchTaint)
 	start := time.Now()
 	for _, p := range []*corev1.Pod{podA, elsewhere} {
 		if err := tenantClient(nsA).Create(ctx, p); err != nil {
@@ -122,8 +122,8 @@ func TestManagedAutoscaler(t *testing.T) {
 	eventually(t, short, "B's GPU pool, one of two, reports that the autoscaler may add nodes", func(ctx context.Context) error {
 		return scaleUpIs(ctx, gpuB, metav1.ConditionTrue, autoscaler.ReasonWithinLimits)
 	})
-	if v := gpuNodes[0].Labels[render.NodeLabelAccelerator]; v != "GA102GL_A10" {
-		t.Errorf("the GPU node's %s label is %q, want GA102GL_A10", render.NodeLabelAccelerator, v)
+	if v := gpuNodes[0].Labels[names.NodeLabelAccelerator]; v != "GA102GL_A10" {
+		t.Errorf("the GPU node's %s label is %q, want GA102GL_A10", names.NodeLabelAccelerator, v)
 	}
 
 	// Nothing else moved: the zone-b pod is still pending, B's pool like A's, A's fixed

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -127,7 +127,7 @@ func update(t *testing.T, ng *v1.NodeGroup, change func(*v1.NodeGroup)) error {
 	}
 }
 
-func mdName(ng *v1.NodeGroup) string { return render.MachineDeploymentName(cluster, ng.Name) }
+func mdName(ng *v1.NodeGroup) string { return names.MachineDeploymentName(cluster, ng.Name) }
 
 func machineDeployment(ctx context.Context, ng *v1.NodeGroup) (*clusterv1.MachineDeployment, error) {
 	md := &clusterv1.MachineDeployment{}
@@ -215,7 +215,7 @@ func templates(ctx context.Context, ns, pool, apiVersion, kind string) ([]string
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion(apiVersion)
 	list.SetKind(kind + "List")
-	if err := env.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{render.LabelPool: render.LabelValue(pool)}); err != nil {
+	if err := env.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{names.LabelPool: names.LabelValue(pool)}); err != nil {
 		return nil, err
 	}
 	var names []string

@@ -24,7 +24,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
@@ -45,14 +45,14 @@ func TestTalosPoolJoinsThroughTLSBootstrap(t *testing.T) {
 	_, nodes := waitRunning(t, "pool running", ng, 1)
 	t.Logf("pool created -> Machine Running with a Ready, linked Node: %s", time.Since(start).Round(100*time.Millisecond))
 	node := nodes[0]
-	for _, key := range []string{render.NodeRolePrefix + "worker", render.NodeLabelPool, render.NodeLabelLocation} {
+	for _, key := range []string{names.NodeRolePrefix + "worker", names.NodeLabelPool, names.NodeLabelLocation} {
 		if _, ok := node.Labels[key]; !ok {
 			t.Errorf("node %s lacks the label %s that Cluster API syncs (labels %v)", node.Name, key, node.Labels)
 		}
 	}
 	// The kubelet's own writes never carried the synced labels (NodeRestriction refuses
 	// node-role labels from a kubelet): Cluster API's field manager owns them.
-	for _, label := range []string{render.NodeRolePrefix + "worker", render.NodeLabelPool} {
+	for _, label := range []string{names.NodeRolePrefix + "worker", names.NodeLabelPool} {
 		owners := 0
 		for _, mf := range node.ManagedFields {
 			if mf.FieldsV1 == nil || !strings.Contains(mf.FieldsV1.GetRawString(), `"f:`+label+`"`) {

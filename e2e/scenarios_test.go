@@ -24,7 +24,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/e2e/framework"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // A machine boots (in the simulator) within seconds; these bound each wait generously for
@@ -80,11 +80,11 @@ func TestPoolsReachReady(t *testing.T) {
 			var errs []string
 			for _, n := range nodes {
 				want := map[string]string{
-					render.NodeLabelPool:     c.pool.Name,
-					render.NodeLabelLocation: v1.BuiltinLocation,
+					names.NodeLabelPool:     c.pool.Name,
+					names.NodeLabelLocation: v1.BuiltinLocation,
 				}
 				for _, r := range c.roles {
-					want[render.NodeRolePrefix+r] = ""
+					want[names.NodeRolePrefix+r] = ""
 				}
 				for k, v := range c.labels {
 					want[k] = v
@@ -151,7 +151,7 @@ func TestFixedAndAutoscaledSizes(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := md.Annotations[render.AnnotationMaxSize]; got != "5" {
+		if got := md.Annotations[names.AnnotationMaxSize]; got != "5" {
 			return fmt.Errorf("max-size annotation %q", got)
 		}
 		if md.Spec.Replicas == nil || *md.Spec.Replicas != 3 {

@@ -44,6 +44,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/e2e/simulator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
@@ -701,7 +702,7 @@ func checkNode(t *testing.T, w *worker, node *corev1.Node, labels map[string]str
 	}
 	a := w.md.Annotations
 	for name, annotation := range map[corev1.ResourceName]string{
-		corev1.ResourceCPU: a[render.AnnotationCapacityCPU], corev1.ResourceMemory: a[render.AnnotationCapacityMemory], corev1.ResourcePods: a[render.AnnotationCapacityMaxPods],
+		corev1.ResourceCPU: a[names.AnnotationCapacityCPU], corev1.ResourceMemory: a[names.AnnotationCapacityMemory], corev1.ResourcePods: a[names.AnnotationCapacityMaxPods],
 	} {
 		got := node.Status.Allocatable[name]
 		if got.Cmp(resource.MustParse(annotation)) != 0 {

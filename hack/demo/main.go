@@ -34,7 +34,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
@@ -304,7 +304,7 @@ func identitySummary(ctx context.Context, c client.Client, ns, cluster string) e
 			id, _, _ := strings.Cut(string(secret.Data[resolve.TalosKeyBootstrapToken]), ".")
 			token := &corev1.Secret{}
 			if err = c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "bootstrap-token-" + id}, token); err == nil {
-				fmt.Printf("\nSecret %s/%s: the cluster's Talos join identity, made by the operator (%s)\n", ns, secret.Name, secret.Labels[render.LabelManagedBy])
+				fmt.Printf("\nSecret %s/%s: the cluster's Talos join identity, made by the operator (%s)\n", ns, secret.Name, secret.Labels[names.LabelManagedBy])
 				fmt.Printf("  tenant cluster: kube-system/%s (%s) lets its workers join\n", token.Name, token.Type)
 				return nil
 			}

@@ -30,6 +30,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -37,7 +38,7 @@ import (
 )
 
 // managedKinds are the kinds of all the objects the operator creates for pools.
-var managedKinds = append(slices.Clip(render.TemplateKinds),
+var managedKinds = append(slices.Clip(names.TemplateKinds),
 	clusterv1.GroupVersion.WithKind("MachineDeployment"),
 	clusterv1.GroupVersion.WithKind("MachineHealthCheck"),
 	corev1.SchemeGroupVersion.WithKind("Secret"),
@@ -291,7 +292,7 @@ func (h *harness) workerPassword(ctx context.Context, ns string) (*unstructured.
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: credentials.WorkerPasswordName(cluster.Name),
-			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelClusterName: cluster.Name},
+			Labels: map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelClusterName: cluster.Name},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{credentials.WorkerPasswordKey: []byte(base64.RawStdEncoding.EncodeToString(raw))},
@@ -348,7 +349,7 @@ func storedSize(u *unstructured.Unstructured) int64 {
 // deleteManaged deletes every object with the operator's managed-by label in the
 // tenant namespaces, and checks that none is left.
 func (h *harness) deleteManaged(ctx context.Context) error {
-	sel := client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}
+	sel := client.MatchingLabels{names.LabelManagedBy: names.ManagedByValue}
 	// The bootstrap tokens in the tenant clusters (this API server's kube-system).
 	if err := h.admin.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(metav1.NamespaceSystem), sel); err != nil {
 		return fmt.Errorf("deleting the tenant bootstrap tokens: %w", err)

@@ -15,7 +15,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // Phase names, as windows of the audit log.
@@ -114,7 +114,7 @@ func (h *harness) verifyObjects(ctx context.Context) error {
 	var n int
 	var bytes int64
 	for _, gvk := range managedKinds {
-		err := listAll(ctx, h.admin, gvk, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, func(u *unstructured.Unstructured) {
+		err := listAll(ctx, h.admin, gvk, client.MatchingLabels{names.LabelManagedBy: names.ManagedByValue}, func(u *unstructured.Unstructured) {
 			if !poolObject(u) {
 				return
 			}
@@ -134,7 +134,7 @@ func (h *harness) verifyObjects(ctx context.Context) error {
 		if p.os == v1.OSKairos {
 			bootstrap = "KairosConfigTemplate"
 		}
-		md := render.MachineDeploymentName(ng.Spec.ClusterName, p.name)
+		md := names.MachineDeploymentName(ng.Spec.ClusterName, p.name)
 		for _, key := range []string{
 			objectKey("MachineDeployment", p.namespace, md),
 			objectKey("MachineHealthCheck", p.namespace, md),
@@ -328,9 +328,9 @@ func (h *harness) runWave(ctx context.Context) error {
 	// Every pool has exactly the templates its status names: the changed pools' old
 	// ones are deleted, the others' are the ones they had.
 	templates := map[string][]string{}
-	for _, gvk := range render.TemplateKinds {
-		err := listAll(ctx, h.admin, gvk, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, func(u *unstructured.Unstructured) {
-			key := u.GetNamespace() + "/" + u.GetLabels()[render.LabelPool]
+	for _, gvk := range names.TemplateKinds {
+		err := listAll(ctx, h.admin, gvk, client.MatchingLabels{names.LabelManagedBy: names.ManagedByValue}, func(u *unstructured.Unstructured) {
+			key := u.GetNamespace() + "/" + u.GetLabels()[names.LabelPool]
 			templates[key] = append(templates[key], u.GetName())
 		})
 		if err != nil {

@@ -10,7 +10,7 @@
 //     cache, or when AnnotationApplied cannot tell (below), a dry-run apply comes first
 //     and its result is compared with the live object.
 //   - Immutable templates are named by a hash of their content (render writes
-//     render.AnnotationTemplateHashVersion on them). A template of that name that exists
+//     names.AnnotationTemplateHashVersion on them). A template of that name that exists
 //     already has that content, so it is never written again; a change of content is a
 //     new name, and the MachineDeployment rolls to it. DeleteSupersededTemplates removes
 //     the old ones once no MachineSet uses them.
@@ -56,7 +56,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // FieldManager is the one field manager every write of the operator uses.
@@ -89,7 +89,7 @@ func (r Result) String() string {
 var (
 	// ErrNotManaged: an object of the desired name exists without the managed-by label,
 	// so someone else created it. The operator never adopts or overwrites it.
-	ErrNotManaged = errors.New("exists and is not managed by " + render.ManagedByValue)
+	ErrNotManaged = errors.New("exists and is not managed by " + names.ManagedByValue)
 	// ErrOtherController: the object is ours but another object (for example an earlier
 	// NodeGroup of the same name, still being garbage collected) is its controller.
 	ErrOtherController = errors.New("is controlled by another object")
@@ -244,9 +244,9 @@ func (a *Applier) fromCache(ctx context.Context, desired *unstructured.Unstructu
 
 // checkOurs refuses a live object the operator did not create for this owner.
 func checkOurs(live metav1.Object, owner Owner) error {
-	if live.GetLabels()[render.LabelManagedBy] != render.ManagedByValue {
+	if live.GetLabels()[names.LabelManagedBy] != names.ManagedByValue {
 		return fmt.Errorf("%w (label %s=%s missing); remove or rename it",
-			ErrNotManaged, render.LabelManagedBy, render.ManagedByValue)
+			ErrNotManaged, names.LabelManagedBy, names.ManagedByValue)
 	}
 	if ref := metav1.GetControllerOfNoCopy(live); ref != nil && ref.UID != owner.Object.GetUID() {
 		return fmt.Errorf("%w: %s %s (uid %s), not %s %s (uid %s)", ErrOtherController,

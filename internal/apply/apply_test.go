@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
@@ -44,15 +45,15 @@ var (
 // poolLabels are what render puts on every object of the pool.
 func poolLabels() map[string]string {
 	return map[string]string{
-		render.LabelClusterName: cluster,
-		render.LabelPool:        pool,
-		render.LabelManagedBy:   render.ManagedByValue,
+		names.LabelClusterName: cluster,
+		names.LabelPool:        pool,
+		names.LabelManagedBy:   names.ManagedByValue,
 	}
 }
 
 // machineDeployment is a MachineDeployment as render makes it: no replicas.
 func machineDeployment(ns, bootstrapName, infraName string) *clusterv1.MachineDeployment {
-	selector := map[string]string{render.LabelClusterName: cluster, render.LabelPool: pool}
+	selector := map[string]string{names.LabelClusterName: cluster, names.LabelPool: pool}
 	return &clusterv1.MachineDeployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -60,8 +61,8 @@ func machineDeployment(ns, bootstrapName, infraName string) *clusterv1.MachineDe
 			Namespace: ns,
 			Labels:    poolLabels(),
 			Annotations: map[string]string{
-				render.AnnotationMinSize: "1",
-				render.AnnotationMaxSize: "5",
+				names.AnnotationMinSize: "1",
+				names.AnnotationMaxSize: "5",
 			},
 		},
 		Spec: clusterv1.MachineDeploymentSpec{
@@ -91,7 +92,7 @@ func machineHealthCheck(ns string) *clusterv1.MachineHealthCheck {
 		ObjectMeta: metav1.ObjectMeta{Name: mdName, Namespace: ns, Labels: poolLabels()},
 		Spec: clusterv1.MachineHealthCheckSpec{
 			ClusterName: cluster,
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{render.LabelClusterName: cluster, render.LabelPool: pool}},
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{names.LabelClusterName: cluster, names.LabelPool: pool}},
 			Checks: clusterv1.MachineHealthCheckChecks{
 				NodeStartupTimeoutSeconds: ptr.To[int32](600),
 				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
@@ -109,7 +110,7 @@ func templateMeta(ns, name string) metav1.ObjectMeta {
 		Name:        name,
 		Namespace:   ns,
 		Labels:      poolLabels(),
-		Annotations: map[string]string{render.AnnotationTemplateHashVersion: render.HashVersion},
+		Annotations: map[string]string{names.AnnotationTemplateHashVersion: render.HashVersion},
 	}
 }
 
@@ -290,8 +291,8 @@ func TestCreateThenSteadyState(t *testing.T) {
 			r.UID != want.UID || !ptr.Deref(r.Controller, false) || !ptr.Deref(r.BlockOwnerDeletion, false) {
 			t.Errorf("%s: owner reference %+v, want %+v", kind, r, want)
 		}
-		if got := u.GetLabels()[render.LabelManagedBy]; got != render.ManagedByValue {
-			t.Errorf("%s: label %s=%q", kind, render.LabelManagedBy, got)
+		if got := u.GetLabels()[names.LabelManagedBy]; got != names.ManagedByValue {
+			t.Errorf("%s: label %s=%q", kind, names.LabelManagedBy, got)
 		}
 		for _, mf := range u.GetManagedFields() {
 			if mf.Manager != apply.FieldManager {
@@ -366,7 +367,7 @@ func TestChangedAnnotationUpdates(t *testing.T) {
 	f.apply(md, apply.Created)
 
 	md = machineDeployment(f.ns, "workers-t1", "workers-k1")
-	md.Annotations[render.AnnotationMaxSize] = "7"
+	md.Annotations[names.AnnotationMaxSize] = "7"
 	f.rec.take()
 	f.apply(md, apply.Updated)
 	if got := summary(f.rec.take()); !slices.Equal(got, []string{
@@ -376,8 +377,8 @@ func TestChangedAnnotationUpdates(t *testing.T) {
 		t.Errorf("requests %q, want a dry run then one apply", got)
 	}
 	a := f.get(mdGVK, mdName).GetAnnotations()
-	if a[render.AnnotationMaxSize] != "7" {
-		t.Errorf("max-size annotation %q, want 7", a[render.AnnotationMaxSize])
+	if a[names.AnnotationMaxSize] != "7" {
+		t.Errorf("max-size annotation %q, want 7", a[names.AnnotationMaxSize])
 	}
 	if _, ok := a["example.com/extra"]; ok {
 		t.Errorf("an annotation no longer applied survived: %v", a)
@@ -510,7 +511,7 @@ func TestStrictFieldValidation(t *testing.T) {
 	before := f.get(mdGVK, mdName)
 	f.rec.take()
 	changed := machineDeployment(f.ns, "workers-t1", "workers-k1")
-	changed.Annotations[render.AnnotationMaxSize] = "9"
+	changed.Annotations[names.AnnotationMaxSize] = "9"
 	_, err = f.a.Apply(ctx, f.owner, withUnknownField(t, changed))
 	wantUnknownFieldError(t, err)
 	if real := realWrites(f.rec.take()); len(real) > 0 {
@@ -532,13 +533,13 @@ func TestForeignObjectsAreRefused(t *testing.T) {
 	ctx := t.Context()
 
 	foreign := talosTemplate(f.ns, "workers-t1")
-	foreign.Labels = map[string]string{render.LabelPool: pool} // no managed-by label
+	foreign.Labels = map[string]string{names.LabelPool: pool} // no managed-by label
 	foreign.Spec.Template.Spec.Data = "someone else's"
 	if err := f.c.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
 	foreignMD := machineDeployment(f.ns, "workers-t1", "workers-k1")
-	delete(foreignMD.Labels, render.LabelManagedBy)
+	delete(foreignMD.Labels, names.LabelManagedBy)
 	if err := f.c.Create(ctx, foreignMD); err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +549,7 @@ func TestForeignObjectsAreRefused(t *testing.T) {
 		t.Errorf("template: got %v, want ErrNotManaged", err)
 	}
 	desired := machineDeployment(f.ns, "workers-t1", "workers-k1")
-	desired.Annotations[render.AnnotationMaxSize] = "9"
+	desired.Annotations[names.AnnotationMaxSize] = "9"
 	if _, err := f.a.Apply(ctx, f.owner, desired); !errors.Is(err, apply.ErrNotManaged) {
 		t.Errorf("MachineDeployment: got %v, want ErrNotManaged", err)
 	}
@@ -669,13 +670,13 @@ func TestDeleteSupersededTemplates(t *testing.T) {
 
 	// Not ours: the pool label but no managed-by label.
 	foreign := kubevirtTemplate(f.ns, "workers-foreign")
-	foreign.Labels = map[string]string{render.LabelPool: pool}
+	foreign.Labels = map[string]string{names.LabelPool: pool}
 	if err := f.c.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
 	// Ours, but another pool's.
 	otherPool := talosTemplate(f.ns, "other-t1")
-	otherPool.Labels[render.LabelPool] = "other"
+	otherPool.Labels[names.LabelPool] = "other"
 	if err := f.c.Create(ctx, otherPool); err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 )
 
@@ -162,7 +162,7 @@ func TestCachedChangesAreApplied(t *testing.T) {
 
 	changed := machineDeployment(f.ns, "workers-t1", "workers-k1")
 	changed.Annotations["example.com/extra"] = "one"
-	changed.Annotations[render.AnnotationMaxSize] = "7"
+	changed.Annotations[names.AnnotationMaxSize] = "7"
 	f.apply(changed, apply.Updated)
 	if got := summary(f.rec.take()); len(got) != 1 || got[0] != "patch MachineDeployment tenant-workers" {
 		t.Errorf("a changed body sent %q, want one apply and no dry run", got)
@@ -172,13 +172,13 @@ func TestCachedChangesAreApplied(t *testing.T) {
 	// Someone else sets our max-size back, and adds a label of their own.
 	live := f.get(mdGVK, mdName)
 	if err := f.c.Patch(ctx, live, client.RawPatch(types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"example.com/theirs":"x"},"annotations":{"`+render.AnnotationMaxSize+`":"5"}}}`)),
+		[]byte(`{"metadata":{"labels":{"example.com/theirs":"x"},"annotations":{"`+names.AnnotationMaxSize+`":"5"}}}`)),
 		client.FieldOwner("someone")); err != nil {
 		t.Fatal(err)
 	}
 	f.settle(changed)
 	f.apply(changed, apply.Updated)
-	if got := f.get(mdGVK, mdName); got.GetAnnotations()[render.AnnotationMaxSize] != "7" || got.GetLabels()["example.com/theirs"] != "x" {
+	if got := f.get(mdGVK, mdName); got.GetAnnotations()[names.AnnotationMaxSize] != "7" || got.GetLabels()["example.com/theirs"] != "x" {
 		t.Errorf("after the repair: annotations %v, labels %v", got.GetAnnotations(), got.GetLabels())
 	}
 	f.settle(changed)
@@ -196,7 +196,7 @@ func TestCachedChangesAreApplied(t *testing.T) {
 	// A restarted operator that no longer sends example.com/extra removes it.
 	f.restart()
 	dropped := machineDeployment(f.ns, "workers-t1", "workers-k1")
-	dropped.Annotations[render.AnnotationMaxSize] = "7"
+	dropped.Annotations[names.AnnotationMaxSize] = "7"
 	f.apply(dropped, apply.Updated)
 	if _, ok := f.get(mdGVK, mdName).GetAnnotations()["example.com/extra"]; ok {
 		t.Error("an annotation no longer sent survived a restart")
@@ -210,12 +210,12 @@ func TestCachedChangesAreApplied(t *testing.T) {
 func TestCachedForeignObjectsAreRefused(t *testing.T) {
 	f := newCachedFixture(t)
 	foreignMD := machineDeployment(f.ns, "workers-t1", "workers-k1")
-	delete(foreignMD.Labels, render.LabelManagedBy)
+	delete(foreignMD.Labels, names.LabelManagedBy)
 	if err := f.c.Create(t.Context(), foreignMD); err != nil {
 		t.Fatal(err)
 	}
 	foreign := talosTemplate(f.ns, "workers-t1")
-	delete(foreign.Labels, render.LabelManagedBy)
+	delete(foreign.Labels, names.LabelManagedBy)
 	if err := f.c.Create(t.Context(), foreign); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestCachedMachineSetKeepsItsTemplates(t *testing.T) {
 
 	got, _ := cachedSet()
 	if got.Spec.Template.Spec.Bootstrap.ConfigRef.Name != "workers-t1" || got.Spec.Template.Spec.InfrastructureRef.Name != "workers-k1" ||
-		got.Labels[render.LabelPool] != pool {
+		got.Labels[names.LabelPool] != pool {
 		t.Errorf("the cached MachineSet lost what a clean-up reads: labels %v, template %+v", got.Labels, got.Spec.Template.Spec)
 	}
 	if got.Spec.ClusterName != "" || got.Spec.Replicas != nil || got.Spec.Template.Spec.Version != "" {

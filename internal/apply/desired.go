@@ -14,7 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // Desired is the body Apply sends for obj owned by owner: obj without server-set
@@ -92,7 +92,7 @@ func desiredBody(owner Owner, obj client.Object) (*unstructured.Unstructured, er
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[render.LabelManagedBy] = render.ManagedByValue
+	labels[names.LabelManagedBy] = names.ManagedByValue
 	u.SetLabels(labels)
 
 	refs := make([]metav1.OwnerReference, 0, 1)

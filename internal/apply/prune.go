@@ -12,7 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // templateRef is a template a MachineDeployment or MachineSet points at.
@@ -25,7 +25,7 @@ type templateRef struct {
 // returns their names, sorted.
 //
 // It lists, in namespace only, the templates of each of kinds that carry both the pool
-// label (render.LabelPool=pool, the label value render writes) and the managed-by label.
+// label (names.LabelPool=pool, the label value render writes) and the managed-by label.
 // A template is kept when it is the current one for its kind (keep), when the live
 // MachineDeployment mdName points at it (the apply of a new template name may not have
 // happened yet), or when any MachineSet in the namespace points at it: a MachineSet
@@ -49,7 +49,7 @@ func (a *Applier) DeleteSupersededTemplates(ctx context.Context, namespace, pool
 		return nil, fmt.Errorf("delete superseded templates: %w", err)
 	}
 
-	selector := client.MatchingLabels{render.LabelPool: pool, render.LabelManagedBy: render.ManagedByValue}
+	selector := client.MatchingLabels{names.LabelPool: pool, names.LabelManagedBy: names.ManagedByValue}
 	var deleted []string
 	for _, gvk := range kinds {
 		list := &unstructured.UnstructuredList{}
@@ -60,7 +60,7 @@ func (a *Applier) DeleteSupersededTemplates(ctx context.Context, namespace, pool
 		for i := range list.Items {
 			t := &list.Items[i]
 			if inUse[templateRef{gvk.GroupKind(), t.GetName()}] || t.GetDeletionTimestamp() != nil ||
-				t.GetNamespace() != namespace || t.GetLabels()[render.LabelManagedBy] != render.ManagedByValue {
+				t.GetNamespace() != namespace || t.GetLabels()[names.LabelManagedBy] != names.ManagedByValue {
 				continue
 			}
 			t.SetGroupVersionKind(gvk)
@@ -94,7 +94,7 @@ func (a *Applier) cachedCandidates(ctx context.Context, namespace, pool, mdName 
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := a.cached.List(ctx, list, client.InNamespace(namespace),
-			client.MatchingLabels{render.LabelPool: pool, render.LabelManagedBy: render.ManagedByValue}); err != nil {
+			client.MatchingLabels{names.LabelPool: pool, names.LabelManagedBy: names.ManagedByValue}); err != nil {
 			return false, false
 		}
 		for i := range list.Items {

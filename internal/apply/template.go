@@ -12,12 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // isTemplate: render named obj after its content.
 func isTemplate(obj client.Object) bool {
-	_, ok := obj.GetAnnotations()[render.AnnotationTemplateHashVersion]
+	_, ok := obj.GetAnnotations()[names.AnnotationTemplateHashVersion]
 	return ok
 }
 

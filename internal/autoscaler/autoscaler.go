@@ -10,7 +10,7 @@
 // Pods) through the Cluster's <cluster>-kubeconfig, copied with only its inline server,
 // CA and credentials into a Secret of its own and mounted as a file. It
 // discovers only that cluster's autoscaled pools: the namespace, the cluster's name and
-// render.LabelAutoscaled, which the operator puts on the MachineDeployments (and, through
+// names.LabelAutoscaled, which the operator puts on the MachineDeployments (and, through
 // their templates, the Machines) of autoscaled pools only.
 //
 // Objects is pure, like render: the same Input gives the same objects. Golden files hold
@@ -33,7 +33,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
 
@@ -130,7 +130,7 @@ func Objects(in Input) []client.Object {
 // Labels are the labels of a cluster's autoscaler objects and Pods (apply adds the
 // managed-by label to the objects).
 func Labels(cluster string) map[string]string {
-	return map[string]string{LabelName: nameValue, LabelInstance: render.LabelValue(cluster)}
+	return map[string]string{LabelName: nameValue, LabelInstance: names.LabelValue(cluster)}
 }
 
 // Rules is exactly what cluster-autoscaler's clusterapi provider does on the management
@@ -173,7 +173,7 @@ func Rules(templates []schema.GroupResource, machineDeployments []string) []rbac
 func Args(in Input) []string {
 	s := in.Settings
 	discovery := fmt.Sprintf("clusterapi:namespace=%s,clusterName=%s,%s=%s",
-		in.Cluster.Namespace, in.Cluster.Name, render.LabelAutoscaled, render.AutoscaledValue)
+		in.Cluster.Namespace, in.Cluster.Name, names.LabelAutoscaled, names.AutoscaledValue)
 	args := []string{
 		"--cloud-provider=clusterapi",
 		"--kubeconfig=" + KubeconfigMount + "/" + KubeconfigFile,

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 const (
@@ -39,13 +39,13 @@ const (
 
 // ErrNotManaged is returned for a Secret of the expected name that the operator did not
 // create: it is left alone, and the pool reports it.
-var ErrNotManaged = errors.New("exists and is not managed by " + render.ManagedByValue)
+var ErrNotManaged = errors.New("exists and is not managed by " + names.ManagedByValue)
 
 // WorkerPasswordName is the name of a cluster's worker password Secret.
 func WorkerPasswordName(cluster string) string { return cluster + WorkerPasswordSuffix }
 
 // PullSecretName is the name of the copy of a class's pull secret in a tenant namespace.
-func PullSecretName(class string) string { return render.LabelValue("nodegroup-pull-" + class) }
+func PullSecretName(class string) string { return names.LabelValue("nodegroup-pull-" + class) }
 
 // EnsureWorkerPassword creates the cluster's worker password Secret once, with 32 random
 // bytes nobody is shown, owned by the Cluster so it goes with it. An existing Secret of
@@ -56,7 +56,7 @@ func EnsureWorkerPassword(ctx context.Context, c client.Client, reader client.Re
 	err := reader.Get(ctx, client.ObjectKey{Namespace: cluster.GetNamespace(), Name: name}, &s)
 	switch {
 	case err == nil:
-		if s.Labels[render.LabelManagedBy] != render.ManagedByValue {
+		if s.Labels[names.LabelManagedBy] != names.ManagedByValue {
 			return fmt.Errorf("Secret %s/%s %w", s.Namespace, name, ErrNotManaged)
 		}
 		return nil
@@ -70,7 +70,7 @@ func EnsureWorkerPassword(ctx context.Context, c client.Client, reader client.Re
 	s = corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: cluster.GetNamespace(), Name: name,
-			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelClusterName: cluster.GetName()},
+			Labels: map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelClusterName: cluster.GetName()},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{WorkerPasswordKey: []byte(base64.RawStdEncoding.EncodeToString(raw))},
@@ -94,7 +94,7 @@ func HasWorkerPassword(ctx context.Context, cached client.Reader, namespace, clu
 	if err := cached.Get(ctx, client.ObjectKey{Namespace: namespace, Name: WorkerPasswordName(cluster)}, m); err != nil {
 		return false
 	}
-	return m.Labels[render.LabelManagedBy] == render.ManagedByValue
+	return m.Labels[names.LabelManagedBy] == names.ManagedByValue
 }
 
 // MayRelease reports whether cached, an informer cache of Secret metadata, shows a pull
@@ -119,13 +119,13 @@ func MayRelease(ctx context.Context, cached client.Reader, pool *v1.NodeGroup, k
 // pullSecretCopies selects the pull secret copies the operator made in namespace.
 func pullSecretCopies(namespace string) []client.ListOption {
 	return []client.ListOption{client.InNamespace(namespace),
-		client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue}, client.HasLabels{LabelPullSecretClass}}
+		client.MatchingLabels{names.LabelManagedBy: names.ManagedByValue}, client.HasLabels{LabelPullSecretClass}}
 }
 
 // releasable: the copy s, of a class other than keep (any class when keep is empty),
 // is owned by the pool.
 func releasable(s metav1.Object, pool *v1.NodeGroup, keep string) bool {
-	if keep != "" && s.GetLabels()[LabelPullSecretClass] == render.LabelValue(keep) {
+	if keep != "" && s.GetLabels()[LabelPullSecretClass] == names.LabelValue(keep) {
 		return false
 	}
 	return slices.ContainsFunc(s.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == pool.UID })
@@ -153,7 +153,7 @@ func ProjectPullSecret(ctx context.Context, c client.Client, reader client.Reade
 	if apierrors.IsNotFound(err) {
 		copy = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: name, Labels: map[string]string{
-				render.LabelManagedBy: render.ManagedByValue, LabelPullSecretClass: render.LabelValue(class)}},
+				names.LabelManagedBy: names.ManagedByValue, LabelPullSecretClass: names.LabelValue(class)}},
 			Type: corev1.SecretTypeOpaque,
 			Data: data,
 		}
@@ -165,7 +165,7 @@ func ProjectPullSecret(ctx context.Context, c client.Client, reader client.Reade
 	if err != nil {
 		return err
 	}
-	if copy.Labels[render.LabelManagedBy] != render.ManagedByValue {
+	if copy.Labels[names.LabelManagedBy] != names.ManagedByValue {
 		return fmt.Errorf("Secret %s/%s %w", copy.Namespace, name, ErrNotManaged)
 	}
 	changed := false

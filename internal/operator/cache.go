@@ -17,8 +17,8 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
 // CacheOptions keeps the manager's cache to what the operator needs, not every object
@@ -50,14 +50,14 @@ import (
 //     and the strings thousands of objects repeat (namespaces, label and annotation
 //     keys and values, owners' kinds, condition reasons and messages) held once.
 func CacheOptions() cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue})
-	poolReq, _ := labels.NewRequirement(render.LabelPool, selection.Exists, nil)
+	managed := labels.SelectorFromSet(labels.Set{names.LabelManagedBy: names.ManagedByValue})
+	poolReq, _ := labels.NewRequirement(names.LabelPool, selection.Exists, nil)
 	byObject := map[client.Object]cache.ByObject{
 		&clusterv1.MachineDeployment{}:  {Label: managed, Transform: trimMachineDeployment},
 		&clusterv1.MachineHealthCheck{}: {Label: managed, Transform: trimMachineHealthCheck},
 		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq), Transform: trimMachineSet},
 	}
-	for _, gvk := range render.TemplateKinds {
+	for _, gvk := range names.TemplateKinds {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(gvk)
 		byObject[m] = cache.ByObject{Label: managed, Transform: trimTemplate}
@@ -72,7 +72,7 @@ func CacheOptions() cache.Options {
 // running reads (compact trims it): the applier reads the objects live, so the cache is
 // for their events.
 func autoscalerObjects(byObject map[client.Object]cache.ByObject) {
-	ours := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue, autoscaler.LabelName: "cluster-autoscaler"})
+	ours := labels.SelectorFromSet(labels.Set{names.LabelManagedBy: names.ManagedByValue, autoscaler.LabelName: "cluster-autoscaler"})
 	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &appsv1.Deployment{}} {
 		byObject[obj] = cache.ByObject{Label: ours}
 	}
@@ -215,7 +215,7 @@ func trimTemplate(in any) (any, error) {
 		DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: m.OwnerReferences,
 		Labels: map[string]string{},
 	}}
-	for _, k := range []string{render.LabelManagedBy, render.LabelPool} {
+	for _, k := range []string{names.LabelManagedBy, names.LabelPool} {
 		if v, ok := m.Labels[k]; ok {
 			out.Labels[k] = v
 		}

@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
 // The field indexes the controllers list by, so an event finds the objects it concerns
@@ -24,8 +24,8 @@ const (
 	// PoolsByCluster: NodeGroups by spec.clusterName (list within the Cluster's
 	// namespace).
 	PoolsByCluster = "spec.clusterName"
-	// PoolsByLabel: NodeGroups by the value of render.LabelPool their objects carry
-	// (render.LabelValue of the pool's name).
+	// PoolsByLabel: NodeGroups by the value of names.LabelPool their objects carry
+	// (names.LabelValue of the pool's name).
 	PoolsByLabel = "poolLabel"
 	// ClassesByPullSecret: NodeGroupClasses by their spec.imagePullSecretRef, as
 	// "namespace/name" (types.NamespacedName's String).
@@ -46,7 +46,7 @@ var indexes = []index{
 	{&v1.NodeGroup{}, PoolsByClass, poolField(func(ng *v1.NodeGroup) string { return ng.Spec.NodeGroupClassName })},
 	{&v1.NodeGroup{}, PoolsByLocation, poolField(func(ng *v1.NodeGroup) string { return ng.Spec.LocationName })},
 	{&v1.NodeGroup{}, PoolsByCluster, poolField(func(ng *v1.NodeGroup) string { return ng.Spec.ClusterName })},
-	{&v1.NodeGroup{}, PoolsByLabel, poolField(func(ng *v1.NodeGroup) string { return render.LabelValue(ng.Name) })},
+	{&v1.NodeGroup{}, PoolsByLabel, poolField(func(ng *v1.NodeGroup) string { return names.LabelValue(ng.Name) })},
 	{&v1.NodeGroupClass{}, ClassesByPullSecret, func(o client.Object) []string {
 		if ref := o.(*v1.NodeGroupClass).Spec.ImagePullSecretRef; ref != nil {
 			return []string{types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}.String()}

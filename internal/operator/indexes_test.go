@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 )
 
@@ -57,7 +57,7 @@ func TestIndexesFindByWhatTheControllersLookUp(t *testing.T) {
 		{&v1.NodeGroupList{}, operator.PoolsByClass, "gpu", []string{"workers"}},
 		{&v1.NodeGroupList{}, operator.PoolsByLocation, "zone-a", []string{"workers"}},
 		{&v1.NodeGroupList{}, operator.PoolsByCluster, "tenant", []string{"workers"}},
-		{&v1.NodeGroupList{}, operator.PoolsByLabel, render.LabelValue("workers"), []string{"workers"}},
+		{&v1.NodeGroupList{}, operator.PoolsByLabel, names.LabelValue("workers"), []string{"workers"}},
 		{&v1.NodeGroupClassList{}, operator.ClassesByPullSecret, client.ObjectKey{Namespace: "platform", Name: "pull"}.String(), []string{"gpu"}},
 		{&clusterv1.ClusterList{}, operator.ClustersByKamajiControlPlane, "tenant-cp", []string{"tenant"}},
 	} {

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // Gather builds the rules' input of a pool whose class, location and control-plane
@@ -26,7 +26,7 @@ func Gather(ctx context.Context, r client.Reader, pool *v1.NodeGroup, class *v1.
 	}
 	in.NamespaceLabels = ns.Labels
 	md := &clusterv1.MachineDeployment{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: render.MachineDeploymentName(pool.Spec.ClusterName, pool.Name)}, md)
+	err := r.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: names.MachineDeploymentName(pool.Spec.ClusterName, pool.Name)}, md)
 	switch {
 	case apierrors.IsNotFound(err):
 		return in, nil

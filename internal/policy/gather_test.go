@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 )
 
@@ -26,7 +26,7 @@ func TestGatherReadsTheNamespaceAndTheRunningMachines(t *testing.T) {
 	class := &v1.NodeGroupClassSpec{OS: v1.OSKairos}
 	location := &v1.LocationSpec{}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Labels: map[string]string{"team": "a"}}}
-	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: render.MachineDeploymentName("tenant", "workers")}}
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: names.MachineDeploymentName("tenant", "workers")}}
 	md.Spec.Template.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{Kind: "TalosConfigTemplate", Name: "t"}
 
 	for _, tc := range []struct {

@@ -13,6 +13,9 @@ import (
 // nothing rolls by accident.
 const HashVersion = "v2"
 
+// contentHashLen is the length of the content hash in a template name.
+const contentHashLen = 10
+
 // contentHash is the short hash of a template's spec: the first contentHashLen hex
 // digits of sha256(HashVersion, a zero byte, the spec as encoding/json writes it). The
 // golden files hold the names these hashes give, so a change of encoding or of a type's

@@ -10,6 +10,7 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 )
 
@@ -56,7 +57,7 @@ func kubevirtMachineTemplate(in *Input) (*capk.KubevirtMachineTemplate, error) {
 			Spec:       cdiv1.DataVolumeSpec{Source: source, Storage: storage},
 		}},
 		Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelPool: LabelValue(in.Name)}},
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{names.LabelPool: names.LabelValue(in.Name)}},
 			Spec: kubevirtv1.VirtualMachineInstanceSpec{
 				EvictionStrategy: &evictionStrategy,
 				Domain: kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{

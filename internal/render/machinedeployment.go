@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // machineDeployment renders the pool's MachineDeployment. spec.replicas is left out on
@@ -19,16 +21,16 @@ func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.Cont
 	for k, v := range meta.selector {
 		machineLabels[k] = v
 	}
-	machineLabels[NodeLabelPool] = LabelValue(in.Name)
-	machineLabels[NodeLabelLocation] = LabelValue(in.LocationName)
+	machineLabels[names.NodeLabelPool] = names.LabelValue(in.Name)
+	machineLabels[names.NodeLabelLocation] = names.LabelValue(in.LocationName)
 	for _, role := range in.Spec.Roles {
-		machineLabels[NodeRolePrefix+role] = ""
+		machineLabels[names.NodeRolePrefix+role] = ""
 	}
 	labels := meta.labels
 	if in.Spec.Autoscaled() {
 		labels = maps.Clone(meta.labels)
-		labels[LabelAutoscaled] = AutoscaledValue
-		machineLabels[LabelAutoscaled] = AutoscaledValue
+		labels[names.LabelAutoscaled] = names.AutoscaledValue
+		machineLabels[names.LabelAutoscaled] = names.AutoscaledValue
 	}
 
 	md := &clusterv1.MachineDeployment{
@@ -63,17 +65,17 @@ func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.Cont
 // poolSelector selects the pool's MachineSets and Machines.
 func poolSelector(in *Input) map[string]string {
 	return map[string]string{
-		LabelClusterName: in.Cluster.Name,
-		LabelPool:        LabelValue(in.Name),
+		names.LabelClusterName: in.Cluster.Name,
+		names.LabelPool:        names.LabelValue(in.Name),
 	}
 }
 
 // objectLabels are the labels of every object the operator creates for a pool.
 func objectLabels(in *Input) map[string]string {
 	return map[string]string{
-		LabelClusterName: in.Cluster.Name,
-		LabelPool:        LabelValue(in.Name),
-		LabelManagedBy:   ManagedByValue,
+		names.LabelClusterName: in.Cluster.Name,
+		names.LabelPool:        names.LabelValue(in.Name),
+		names.LabelManagedBy:   names.ManagedByValue,
 	}
 }
 
@@ -101,7 +103,7 @@ type nodeLabel struct{ key, value string }
 // Cluster API syncs from the Machine plus those the kubelet registers.
 func nodeLabels(dst []nodeLabel, in *Input, machineLabels map[string]string) []nodeLabel {
 	for k, v := range machineLabels {
-		if strings.HasPrefix(k, NodeRolePrefix) || k == NodeLabelPool || k == NodeLabelLocation {
+		if strings.HasPrefix(k, names.NodeRolePrefix) || k == names.NodeLabelPool || k == names.NodeLabelLocation {
 			dst = append(dst, nodeLabel{k, v})
 		}
 	}
@@ -121,25 +123,25 @@ func kubeletNodeLabels(dst []nodeLabel, in *Input) []nodeLabel {
 		dst = append(dst, nodeLabel{k, string(v)})
 	}
 	if in.Location.Region != "" {
-		dst = setNodeLabel(dst, NodeLabelRegion, in.Location.Region)
+		dst = setNodeLabel(dst, names.NodeLabelRegion, in.Location.Region)
 	}
 	if in.Location.Zone != "" {
-		dst = setNodeLabel(dst, NodeLabelZone, in.Location.Zone)
+		dst = setNodeLabel(dst, names.NodeLabelZone, in.Location.Zone)
 	}
 	if len(in.Spec.GPUs) > 0 {
-		dst = setNodeLabel(dst, NodeLabelAccelerator, acceleratorValue(in.Spec.GPUs[0].DeviceName))
+		dst = setNodeLabel(dst, names.NodeLabelAccelerator, acceleratorValue(in.Spec.GPUs[0].DeviceName))
 	}
 	slices.SortFunc(dst, compareNodeLabels)
 	return dst
 }
 
-// acceleratorValue is the NodeLabelAccelerator value of a host device: its name after
+// acceleratorValue is the names.NodeLabelAccelerator value of a host device: its name after
 // the vendor domain (GA102GL_A10 for nvidia.com/GA102GL_A10), which the API's pattern
 // keeps a valid label value once shortened to 63 characters. Set the autoscaler's
 // --gpu-total limits by this value.
 func acceleratorValue(deviceName string) string {
 	_, name, _ := strings.Cut(deviceName, "/")
-	return LabelValue(name)
+	return names.LabelValue(name)
 }
 
 // setNodeLabel sets a label, replacing the value of one with the same key.
@@ -180,19 +182,19 @@ func joinLabels(labels []nodeLabel) string {
 func autoscalerAnnotations(in *Input, machineLabels map[string]string) map[string]string {
 	cpu, memory := Allocatable(in.Machine)
 	a := map[string]string{
-		AnnotationMinSize:         strconv.Itoa(int(in.Spec.MinReplicas)),
-		AnnotationMaxSize:         strconv.Itoa(int(in.Spec.MaxReplicas)),
-		AnnotationCapacityCPU:     MilliCPUString(cpu),
-		AnnotationCapacityMemory:  MemoryString(memory),
-		AnnotationCapacityDisk:    in.Spec.EphemeralStorage.String(),
-		AnnotationCapacityMaxPods: strconv.Itoa(int(Reserve(in.Machine).MaxPods)),
+		names.AnnotationMinSize:         strconv.Itoa(int(in.Spec.MinReplicas)),
+		names.AnnotationMaxSize:         strconv.Itoa(int(in.Spec.MaxReplicas)),
+		names.AnnotationCapacityCPU:     MilliCPUString(cpu),
+		names.AnnotationCapacityMemory:  MemoryString(memory),
+		names.AnnotationCapacityDisk:    in.Spec.EphemeralStorage.String(),
+		names.AnnotationCapacityMaxPods: strconv.Itoa(int(Reserve(in.Machine).MaxPods)),
 	}
 	var buf [8]nodeLabel
 	if labels := nodeLabels(buf[:0], in, machineLabels); len(labels) > 0 {
-		a[AnnotationCapacityLabels] = joinLabels(labels)
+		a[names.AnnotationCapacityLabels] = joinLabels(labels)
 	}
 	if taints := joinTaints(in); taints != "" {
-		a[AnnotationCapacityTaints] = taints
+		a[names.AnnotationCapacityTaints] = taints
 	}
 	if len(in.Spec.GPUs) > 0 {
 		// The autoscaler gives its template node gpu-count of the gpu-type resource, so
@@ -205,25 +207,25 @@ func autoscalerAnnotations(in *Input, machineLabels map[string]string) map[strin
 				count += gpuCount(g.Count)
 			}
 		}
-		a[AnnotationCapacityGPUType] = resource
-		a[AnnotationCapacityGPUCount] = strconv.Itoa(int(count))
+		a[names.AnnotationCapacityGPUType] = resource
+		a[names.AnnotationCapacityGPUCount] = strconv.Itoa(int(count))
 	}
 	if o := in.Spec.Autoscaling; o != nil {
 		for key, d := range map[string]*metav1.Duration{
-			AnnotationOptionScaleDownUnneededTime: o.ScaleDownUnneededTime,
-			AnnotationOptionScaleDownUnreadyTime:  o.ScaleDownUnreadyTime,
-			AnnotationOptionMaxNodeProvisionTime:  o.MaxNodeProvisionTime,
-			AnnotationOptionMaxNodeStartupTime:    o.MaxNodeStartupTime,
+			names.AnnotationOptionScaleDownUnneededTime: o.ScaleDownUnneededTime,
+			names.AnnotationOptionScaleDownUnreadyTime:  o.ScaleDownUnreadyTime,
+			names.AnnotationOptionMaxNodeProvisionTime:  o.MaxNodeProvisionTime,
+			names.AnnotationOptionMaxNodeStartupTime:    o.MaxNodeStartupTime,
 		} {
 			if d != nil {
 				a[key] = d.Duration.String()
 			}
 		}
 		if o.ScaleDownUtilizationThreshold != "" {
-			a[AnnotationOptionScaleDownUtilization] = o.ScaleDownUtilizationThreshold
+			a[names.AnnotationOptionScaleDownUtilization] = o.ScaleDownUtilizationThreshold
 		}
 		if o.ScaleDownGPUUtilizationThreshold != "" {
-			a[AnnotationOptionScaleDownGPUUtilization] = o.ScaleDownGPUUtilizationThreshold
+			a[names.AnnotationOptionScaleDownGPUUtilization] = o.ScaleDownGPUUtilizationThreshold
 		}
 	}
 	return a

@@ -3,11 +3,11 @@ package render
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
@@ -40,15 +40,6 @@ type Output struct {
 // the MachineDeployment that references them.
 func (o *Output) Objects() []client.Object {
 	return []client.Object{o.Bootstrap, o.Infrastructure, o.MachineDeployment, o.MachineHealthCheck}
-}
-
-// TemplateKinds are the kinds of the templates Render makes, every Bootstrap and
-// Infrastructure kind: a pool's clean-up of superseded templates looks through them,
-// and the operator's cache holds their metadata.
-var TemplateKinds = []schema.GroupVersionKind{
-	talos.GroupVersion.WithKind("TalosConfigTemplate"),
-	kairos.GroupVersion.WithKind("KairosConfigTemplate"),
-	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
 }
 
 // Render computes the desired objects of a pool.
@@ -113,10 +104,10 @@ type metadata struct {
 
 func poolMetadata(in *Input) metadata {
 	return metadata{
-		name:                MachineDeploymentName(in.Cluster.Name, in.Name),
+		name:                names.MachineDeploymentName(in.Cluster.Name, in.Name),
 		labels:              objectLabels(in),
 		selector:            poolSelector(in),
-		templateAnnotations: map[string]string{AnnotationTemplateHashVersion: HashVersion},
+		templateAnnotations: map[string]string{names.AnnotationTemplateHashVersion: HashVersion},
 	}
 }
 
@@ -126,7 +117,7 @@ func nameTemplate(in *Input, meta metadata, obj client.Object, spec any) error {
 	if err != nil {
 		return err
 	}
-	obj.SetName(TemplateName(in.Name, hash))
+	obj.SetName(names.TemplateName(in.Name, hash))
 	obj.SetNamespace(in.Namespace)
 	obj.SetLabels(meta.labels)
 	obj.SetAnnotations(meta.templateAnnotations)

@@ -16,6 +16,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/golden"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
 // baseInput is a default Talos pool with fixed secrets (checked-in test CAs), so golden
@@ -213,11 +214,11 @@ func TestRenderGolden(t *testing.T) {
 				}
 				t.Fatal(err)
 			}
-			// A template of a kind TemplateKinds lacks would be neither cleaned up nor
+			// A template of a kind names.TemplateKinds lacks would be neither cleaned up nor
 			// cached.
 			for _, tmpl := range []client.Object{out.Bootstrap, out.Infrastructure} {
-				if gvk := tmpl.GetObjectKind().GroupVersionKind(); !slices.Contains(TemplateKinds, gvk) {
-					t.Errorf("%s is not one of TemplateKinds", gvk)
+				if gvk := tmpl.GetObjectKind().GroupVersionKind(); !slices.Contains(names.TemplateKinds, gvk) {
+					t.Errorf("%s is not one of names.TemplateKinds", gvk)
 				}
 			}
 			first := marshalOutput(t, out)

@@ -24,8 +24,8 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -80,8 +80,8 @@ func TestAutoscaledPoolGetsTheFiveObjects(t *testing.T) {
 		} else if ref := metav1.GetControllerOf(obj); ref.Kind != "Cluster" || ref.APIVersion != clusterv1.GroupVersion.String() {
 			t.Errorf("%T controller reference: %+v", obj, ref)
 		}
-		if got := obj.GetLabels()[render.LabelManagedBy]; got != render.ManagedByValue {
-			t.Errorf("%T label %s = %q", obj, render.LabelManagedBy, got)
+		if got := obj.GetLabels()[names.LabelManagedBy]; got != names.ManagedByValue {
+			t.Errorf("%T label %s = %q", obj, names.LabelManagedBy, got)
 		}
 	}
 
@@ -93,22 +93,22 @@ func TestAutoscaledPoolGetsTheFiveObjects(t *testing.T) {
 		if _, ok := list.(*corev1.SecretList); ok {
 			want = secretName
 		}
-		for _, sel := range []client.MatchingLabels{{render.LabelManagedBy: render.ManagedByValue}, {autoscaler.LabelName: "cluster-autoscaler"}} {
+		for _, sel := range []client.MatchingLabels{{names.LabelManagedBy: names.ManagedByValue}, {autoscaler.LabelName: "cluster-autoscaler"}} {
 			if err := env.Client.List(ctx, list, client.InNamespace(ns), sel); err != nil {
 				t.Fatal(err)
 			}
-			var names []string
+			var got []string
 			for _, item := range mustItems(t, list) {
-				names = append(names, item.GetName())
+				got = append(got, item.GetName())
 			}
-			if _, ok := list.(*corev1.SecretList); ok && sel[render.LabelManagedBy] != "" {
-				if !slices.Contains(names, want) {
-					t.Errorf("%T with %v: %v, want %s among them", list, sel, names, want)
+			if _, ok := list.(*corev1.SecretList); ok && sel[names.LabelManagedBy] != "" {
+				if !slices.Contains(got, want) {
+					t.Errorf("%T with %v: %v, want %s among them", list, sel, got, want)
 				}
 				continue
 			}
-			if !slices.Equal(names, []string{want}) {
-				t.Errorf("%T with %v: %v, want only %s", list, sel, names, want)
+			if !slices.Equal(got, []string{want}) {
+				t.Errorf("%T with %v: %v, want only %s", list, sel, got, want)
 			}
 		}
 	}
@@ -167,8 +167,8 @@ func TestAutoscaledPoolGetsTheFiveObjects(t *testing.T) {
 		t.Fatalf("the pool's MachineDeployment names %s %s", ref.APIGroup, ref.Kind)
 	}
 	role := waitTemplateRule(t, ns)
-	if md.Name != render.MachineDeploymentName(cluster, ng.Name) {
-		t.Fatalf("the pool's MachineDeployment is %s, not render.MachineDeploymentName's %s", md.Name, render.MachineDeploymentName(cluster, ng.Name))
+	if md.Name != names.MachineDeploymentName(cluster, ng.Name) {
+		t.Fatalf("the pool's MachineDeployment is %s, not names.MachineDeploymentName's %s", md.Name, names.MachineDeploymentName(cluster, ng.Name))
 	}
 	if want := autoscaler.Rules([]schema.GroupResource{{Group: "infrastructure.cluster.x-k8s.io", Resource: "kubevirtmachinetemplates"}}, []string{md.Name}); !rulesEqual(role.Rules, want) {
 		t.Errorf("Role rules:\n%+v\nwant\n%+v", role.Rules, want)
@@ -418,7 +418,7 @@ func checkUntouched(t *testing.T, ns string, obj client.Object, want identity) {
 	if got := identityOf(obj); got != want {
 		t.Errorf("the foreign %T changed: %+v, was %+v", obj, got, want)
 	}
-	if len(obj.GetOwnerReferences()) != 0 || obj.GetLabels()[render.LabelManagedBy] != "" {
+	if len(obj.GetOwnerReferences()) != 0 || obj.GetLabels()[names.LabelManagedBy] != "" {
 		t.Errorf("the foreign %T was adopted: owners %v, labels %v", obj, obj.GetOwnerReferences(), obj.GetLabels())
 	}
 }

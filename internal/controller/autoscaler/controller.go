@@ -37,7 +37,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
@@ -213,7 +213,7 @@ func (r *Reconciler) Input(ctx context.Context, c *clusterv1.Cluster, pools []v1
 	}
 	var scaled []string
 	for _, ng := range pools {
-		scaled = append(scaled, render.MachineDeploymentName(c.Name, ng.Name))
+		scaled = append(scaled, names.MachineDeploymentName(c.Name, ng.Name))
 	}
 	return autoscaler.Input{Cluster: client.ObjectKeyFromObject(c), Image: image, TemplateResources: templates,
 		MachineDeployments: scaled, Settings: r.Settings, Kubeconfig: kubeconfig}, nil, nil
@@ -306,7 +306,7 @@ func (r *Reconciler) version(ctx context.Context, c *clusterv1.Cluster, pools []
 func (r *Reconciler) templateResources(ctx context.Context, c *clusterv1.Cluster) ([]schema.GroupResource, error) {
 	var mds clusterv1.MachineDeploymentList
 	if err := r.Client.List(ctx, &mds, client.InNamespace(c.Namespace),
-		client.MatchingLabels{render.LabelClusterName: c.Name, render.LabelManagedBy: render.ManagedByValue}); err != nil {
+		client.MatchingLabels{names.LabelClusterName: c.Name, names.LabelManagedBy: names.ManagedByValue}); err != nil {
 		return nil, err
 	}
 	var out []schema.GroupResource
@@ -355,7 +355,7 @@ func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster) error {
 			}
 			continue
 		}
-		if obj.GetLabels()[render.LabelManagedBy] != render.ManagedByValue || !metav1.IsControlledBy(obj, c) {
+		if obj.GetLabels()[names.LabelManagedBy] != names.ManagedByValue || !metav1.IsControlledBy(obj, c) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}); err != nil && !apierrors.IsNotFound(err) {

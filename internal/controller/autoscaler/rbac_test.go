@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -45,7 +45,7 @@ const (
 // MachineDeployment: the only one whose scale the autoscaler may read and change.
 const scaledPool = "workers"
 
-var scaledMD = render.MachineDeploymentName(cluster, scaledPool)
+var scaledMD = names.MachineDeploymentName(cluster, scaledPool)
 
 // needed is what cluster-autoscaler's clusterapi provider does on the management side:
 // informers on the scalable resources and Machines, the scale subresource of the
@@ -95,7 +95,7 @@ var forbidden = []access{
 // MachineDeployment.
 const fixedPool = "fixed"
 
-var fixedMD = render.MachineDeploymentName(cluster, fixedPool)
+var fixedMD = names.MachineDeploymentName(cluster, fixedPool)
 
 // canI asks the API server's authorizer (SubjectAccessReview) whether the autoscaler's
 // ServiceAccount of the tenant in ns may make the request in the namespace target (""

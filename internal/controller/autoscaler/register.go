@@ -23,8 +23,8 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
@@ -89,7 +89,7 @@ func clusterOfKubeconfig(_ context.Context, obj client.Object) []reconcile.Reque
 }
 
 func clusterOfMachineDeployment(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[render.LabelClusterName]
+	name := obj.GetLabels()[names.LabelClusterName]
 	if name == "" {
 		return nil
 	}

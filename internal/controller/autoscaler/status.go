@@ -21,7 +21,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
 
@@ -127,7 +127,7 @@ func (r *StatusReader) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	}
 	out := map[types.NamespacedName]tenant.Condition{}
 	for _, p := range pools {
-		s, reason, msg := st.PoolCondition(types.NamespacedName{Namespace: p.Namespace, Name: render.MachineDeploymentName(c.Name, p.Name)})
+		s, reason, msg := st.PoolCondition(types.NamespacedName{Namespace: p.Namespace, Name: names.MachineDeploymentName(c.Name, p.Name)})
 		out[p] = tenant.Condition{Status: s, Reason: reason, Message: msg}
 	}
 	r.Status.SetScaleUp(req.NamespacedName, out)

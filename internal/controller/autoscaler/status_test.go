@@ -17,7 +17,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	autoscalerctl "github.com/nodegroup-io/nodegroup-operator/internal/controller/autoscaler"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -51,7 +51,7 @@ func TestAbleToScaleUpFromTheAutoscalersStatus(t *testing.T) {
 	}
 
 	// The autoscaler's part: its status, first with the pool at its maximum.
-	md := render.MachineDeploymentName(cluster, ng.Name)
+	md := names.MachineDeploymentName(cluster, ng.Name)
 	group := autoscaler.NodeGroupName(types.NamespacedName{Namespace: ns, Name: md})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: autoscaler.StatusNamespace, Name: autoscaler.StatusConfigMapName}}
 	setStatus := func(doc string) {

@@ -33,8 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
@@ -300,7 +300,7 @@ func (r *Reconciler) talosPools(ctx context.Context, c *clusterv1.Cluster) (int,
 // labels of what the operator makes: its own, and the cluster's (as Cluster API labels
 // a cluster's Secrets).
 func ownLabels(cluster string) map[string]string {
-	return map[string]string{render.LabelManagedBy: render.ManagedByValue, clusterv1.ClusterNameLabel: cluster}
+	return map[string]string{names.LabelManagedBy: names.ManagedByValue, clusterv1.ClusterNameLabel: cluster}
 }
 
 // tokenID is the public half of a bootstrap token.
@@ -316,7 +316,7 @@ func TokenSecret(c *clusterv1.Cluster, token string) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: metav1.NamespaceSystem, Name: bootstraputil.BootstrapTokenSecretName(id),
-			Labels: map[string]string{tenant.LabelCluster: string(c.UID), render.LabelManagedBy: render.ManagedByValue},
+			Labels: map[string]string{tenant.LabelCluster: string(c.UID), names.LabelManagedBy: names.ManagedByValue},
 		},
 		Type: bootstrapapi.SecretTypeBootstrapToken,
 		Data: map[string][]byte{
@@ -354,7 +354,7 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 		switch {
 		case cur == nil:
 			var made *corev1.Secret
-			made, err = secrets.Create(ctx, d, metav1.CreateOptions{FieldManager: render.ManagedByValue})
+			made, err = secrets.Create(ctx, d, metav1.CreateOptions{FieldManager: names.ManagedByValue})
 			if err == nil {
 				conn.Wrote(d.Name, made)
 			} else if apierrors.IsAlreadyExists(err) {
@@ -368,7 +368,7 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 			next := cur.DeepCopy()
 			next.Type, next.Data = d.Type, d.Data
 			var made *corev1.Secret
-			if made, err = secrets.Update(ctx, next, metav1.UpdateOptions{FieldManager: render.ManagedByValue}); err == nil {
+			if made, err = secrets.Update(ctx, next, metav1.UpdateOptions{FieldManager: names.ManagedByValue}); err == nil {
 				conn.Wrote(d.Name, made)
 			}
 		}
@@ -392,7 +392,7 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 
 // ours tells whether the operator made a tenant Secret, for this Cluster.
 func ours(c *clusterv1.Cluster, s *corev1.Secret) bool {
-	return s.Labels[tenant.LabelCluster] == string(c.UID) && s.Labels[render.LabelManagedBy] == render.ManagedByValue
+	return s.Labels[tenant.LabelCluster] == string(c.UID) && s.Labels[names.LabelManagedBy] == names.ManagedByValue
 }
 
 // authenticates tells whether a token Secret someone else made lets a node join with

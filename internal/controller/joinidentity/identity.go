@@ -17,7 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -102,7 +102,7 @@ func (r *Reconciler) identity(ctx context.Context, c *clusterv1.Cluster, st *ten
 	} else if err != nil {
 		return nil, ctrl.Result{}, err
 	}
-	ours := secret.Labels[render.LabelManagedBy] == render.ManagedByValue
+	ours := secret.Labels[names.LabelManagedBy] == names.ManagedByValue
 	id := &joinIdentity{secret: secret, current: string(secret.Data[resolve.TalosKeyBootstrapToken])}
 	if ours {
 		id.previous = string(secret.Data[resolve.TalosKeyPreviousBootstrapToken])

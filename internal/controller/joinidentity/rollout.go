@@ -9,8 +9,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
 // rolled tells whether a rotation may end: every Talos MachineDeployment of the cluster
@@ -52,7 +52,7 @@ func (r *Reconciler) rolled(ctx context.Context, c *clusterv1.Cluster, id *joinI
 	// Only the pools' own: another MachineDeployment of the cluster is not the operator's
 	// to wait for.
 	var mds clusterv1.MachineDeploymentList
-	if err := r.APIReader.List(ctx, &mds, append(inCluster, client.MatchingLabels{render.LabelManagedBy: render.ManagedByValue})...); err != nil {
+	if err := r.APIReader.List(ctx, &mds, append(inCluster, client.MatchingLabels{names.LabelManagedBy: names.ManagedByValue})...); err != nil {
 		return false, "", err
 	}
 	for _, md := range mds.Items {
@@ -67,7 +67,7 @@ func (r *Reconciler) rolled(ctx context.Context, c *clusterv1.Cluster, id *joinI
 		}
 	}
 	var sets clusterv1.MachineSetList
-	if err := r.APIReader.List(ctx, &sets, append(inCluster, client.HasLabels{render.LabelPool})...); err != nil {
+	if err := r.APIReader.List(ctx, &sets, append(inCluster, client.HasLabels{names.LabelPool})...); err != nil {
 		return false, "", err
 	}
 	for _, ms := range sets.Items {

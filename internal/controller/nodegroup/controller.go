@@ -30,6 +30,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -202,7 +203,7 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 		out.Bootstrap.GetObjectKind().GroupVersionKind().GroupKind():      out.Bootstrap.GetName(),
 		out.Infrastructure.GetObjectKind().GroupVersionKind().GroupKind(): out.Infrastructure.GetName(),
 	}
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), out.MachineDeployment.Name, keep, render.TemplateKinds...); err != nil {
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, names.LabelValue(ng.Name), out.MachineDeployment.Name, keep, names.TemplateKinds...); err != nil {
 		return nil, err
 	}
 	return written, nil
@@ -354,10 +355,10 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 	}
 	// With the MachineDeployment gone no MachineSet of the pool remains, so every
 	// template of the pool is superseded.
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, render.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, render.TemplateKinds...); err != nil {
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, names.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, names.TemplateKinds...); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.applier.Forget(ng.Namespace, render.MachineDeploymentName(ng.Spec.ClusterName, ng.Name))
+	r.applier.Forget(ng.Namespace, names.MachineDeploymentName(ng.Spec.ClusterName, ng.Name))
 	patch := client.MergeFrom(ng.DeepCopy())
 	controllerutil.RemoveFinalizer(ng, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, ng, patch))
@@ -365,7 +366,7 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 
 // poolSelector selects the objects the operator created for a pool.
 func poolSelector(ng *v1.NodeGroup) client.MatchingLabels {
-	return client.MatchingLabels{render.LabelPool: render.LabelValue(ng.Name), render.LabelManagedBy: render.ManagedByValue}
+	return client.MatchingLabels{names.LabelPool: names.LabelValue(ng.Name), names.LabelManagedBy: names.ManagedByValue}
 }
 
 func ownedBy(obj metav1.Object, ng *v1.NodeGroup) bool {

@@ -18,9 +18,9 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -96,10 +96,10 @@ func TestPoolRendersAndSettles(t *testing.T) {
 	if md.Spec.Replicas != nil {
 		t.Errorf("spec.replicas = %d: the operator must leave it to Cluster API and the autoscaler", *md.Spec.Replicas)
 	}
-	if md.Annotations[render.AnnotationMinSize] != "1" || md.Annotations[render.AnnotationMaxSize] != "3" {
+	if md.Annotations[names.AnnotationMinSize] != "1" || md.Annotations[names.AnnotationMaxSize] != "3" {
 		t.Errorf("autoscaler annotations: %v", md.Annotations)
 	}
-	if md.Spec.Template.Labels["node-role.kubernetes.io/worker"] != "" || md.Spec.Template.Labels[render.NodeLabelPool] != "workers" {
+	if md.Spec.Template.Labels["node-role.kubernetes.io/worker"] != "" || md.Spec.Template.Labels[names.NodeLabelPool] != "workers" {
 		t.Errorf("machine labels: %v", md.Spec.Template.Labels)
 	}
 	if !metav1.IsControlledBy(md, got) {
@@ -140,8 +140,8 @@ func TestReplicasOfAnotherManagerSurvive(t *testing.T) {
 	if md.Spec.Replicas == nil || *md.Spec.Replicas != 2 {
 		t.Fatalf("replicas after ten reconciles = %v, want 2 (set by the autoscaler)", md.Spec.Replicas)
 	}
-	if md.Annotations[render.AnnotationMaxSize] != "12" {
-		t.Fatalf("max-size annotation = %q, want 12", md.Annotations[render.AnnotationMaxSize])
+	if md.Annotations[names.AnnotationMaxSize] != "12" {
+		t.Fatalf("max-size annotation = %q, want 12", md.Annotations[names.AnnotationMaxSize])
 	}
 }
 
@@ -155,7 +155,7 @@ func TestTemplateRotation(t *testing.T) {
 
 	// A MachineSet still uses the old machine template, as Cluster API's would mid-rollout.
 	ms := &clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-rotating-old", Labels: map[string]string{
-		render.LabelPool: "rotating", "cluster.x-k8s.io/deployment-name": "tenant-rotating", render.LabelClusterName: "tenant"}},
+		names.LabelPool: "rotating", "cluster.x-k8s.io/deployment-name": "tenant-rotating", names.LabelClusterName: "tenant"}},
 		Spec: clusterv1.MachineSetSpec{ClusterName: "tenant",
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}},
 			Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"x": "y"}}, Spec: clusterv1.MachineSpec{
@@ -225,7 +225,7 @@ func TestErrorConditions(t *testing.T) {
 				t.Errorf("Ready = %v, want False (%s)", r, tc.reason)
 			}
 			var mds clusterv1.MachineDeploymentList
-			if err := env.Client.List(context.Background(), &mds, client.InNamespace(tc.ns), client.MatchingLabels{render.LabelPool: ng.Name}); err != nil || len(mds.Items) != 0 {
+			if err := env.Client.List(context.Background(), &mds, client.InNamespace(tc.ns), client.MatchingLabels{names.LabelPool: ng.Name}); err != nil || len(mds.Items) != 0 {
 				t.Errorf("a pool in error has MachineDeployments: %d (%v)", len(mds.Items), err)
 			}
 		})

@@ -21,8 +21,8 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
-	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 )
 
@@ -140,7 +140,7 @@ func (r *Reconciler) poolsOfPullSecret(ctx context.Context, obj client.Object) [
 
 // poolsByLabel maps a MachineSet to its pool through the pool label.
 func (r *Reconciler) poolsByLabel(ctx context.Context, obj client.Object) []reconcile.Request {
-	value, ok := obj.GetLabels()[render.LabelPool]
+	value, ok := obj.GetLabels()[names.LabelPool]
 	if !ok {
 		return nil
 	}

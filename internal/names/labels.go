@@ -1,4 +1,4 @@
-package render
+package names
 
 // Labels and annotations the operator writes.
 const (

@@ -1,4 +1,4 @@
-package render
+package names
 
 import (
 	"crypto/sha256"
@@ -18,8 +18,6 @@ const (
 	maxLabelValue = 63
 	// nameHashLen is the length of the hash suffix added to a shortened name.
 	nameHashLen = 8
-	// contentHashLen is the length of the content hash in a template name.
-	contentHashLen = 10
 )
 
 // MachineDeploymentName is the stable name of a pool's MachineDeployment:
