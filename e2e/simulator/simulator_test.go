@@ -463,7 +463,7 @@ func TestNodeRestriction(t *testing.T) {
 	withNodeLabels := func(labels string) func(spec map[string]any) {
 		return func(spec map[string]any) {
 			data := spec["data"].(string)
-			edited := strings.Replace(data, "\nmachine:\n", "\nmachine:\n  nodeLabels:\n"+labels, 1)
+			edited := strings.Replace(data, "\nmachine:\n", "\nmachine:\n    nodeLabels:\n"+labels, 1)
 			if edited == data {
 				t.Fatal("the rendered machine config has no machine section to edit")
 			}
@@ -472,7 +472,7 @@ func TestNodeRestriction(t *testing.T) {
 	}
 	out := renderPool(t, talosInput(t))
 
-	good := boot(t, out, "workers-talos-oslabel", nil, withNodeLabels("    example.com/from-os: \"yes\"\n"))
+	good := boot(t, out, "workers-talos-oslabel", nil, withNodeLabels("        example.com/from-os: \"yes\"\n"))
 	eventually(t, "the OS's label on the Node", func() (*corev1.Node, bool) {
 		n := &corev1.Node{}
 		err := tenantCluster.Client.Get(t.Context(), client.ObjectKey{Name: good.vm.GetName()}, n)
@@ -482,7 +482,7 @@ func TestNodeRestriction(t *testing.T) {
 		t.Errorf("the OS's label patch as the kubelet: %+v", e)
 	}
 
-	bad := boot(t, out, "workers-talos-role", nil, withNodeLabels("    node-role.kubernetes.io/worker: \"\"\n"))
+	bad := boot(t, out, "workers-talos-role", nil, withNodeLabels("        node-role.kubernetes.io/worker: \"\"\n"))
 	ev := waitEvent(t, bad.machine, "NodeRefused")
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Note, "is not allowed to modify labels: node-role.kubernetes.io/worker") {
 		t.Errorf("event %s %q, want NodeRestriction's refusal of the label", ev.Type, ev.Note)
@@ -499,7 +499,7 @@ func TestNodeRestriction(t *testing.T) {
 	// machine.nodeTaints).
 	tainted := boot(t, out, "workers-talos-ostaint", nil, func(spec map[string]any) {
 		data := spec["data"].(string)
-		spec["data"] = strings.Replace(data, "\nmachine:\n", "\nmachine:\n  nodeTaints:\n    example.com/from-os: NoSchedule\n", 1)
+		spec["data"] = strings.Replace(data, "\nmachine:\n", "\nmachine:\n    nodeTaints:\n        example.com/from-os: NoSchedule\n", 1)
 	})
 	ev = waitEvent(t, tainted.machine, "NodeRefused")
 	if !strings.Contains(ev.Note, "is not allowed to modify taints") {
