@@ -60,16 +60,21 @@ var (
 // registry (sigs.k8s.io/controller-runtime/pkg/metrics.Registry), once; a test into a
 // registry of its own.
 func Register(reg prometheus.Registerer, c *Collector) error {
-	cs := []prometheus.Collector{reconcileErrors, readySeconds, templates, admissions}
-	if c != nil {
-		cs = append(cs, c)
-	}
-	for _, m := range cs {
+	for _, m := range collectors(c) {
 		if err := reg.Register(m); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// collectors are the operator's metrics, with c when not nil.
+func collectors(c *Collector) []prometheus.Collector {
+	cs := []prometheus.Collector{reconcileErrors, readySeconds, templates, admissions}
+	if c != nil {
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 // ReconcileFailed counts a reconcile that ended with the pool failing for reason.
