@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,8 +15,9 @@ import (
 )
 
 // TestChartNamesServedMetrics checks that every operator metric the chart's dashboard
-// and alerts query, and the README's table documents, is one the operator serves, and
-// that the README documents each: renaming a metric fails here, not on a dashboard.
+// (JSON) and alerts query, and the README's table documents, is one the operator
+// serves, and that the README documents each: renaming a metric fails here, not on a
+// dashboard.
 func TestChartNamesServedMetrics(t *testing.T) {
 	served := map[string]bool{}
 	ch := make(chan *prometheus.Desc, 16)
@@ -36,6 +38,9 @@ func TestChartNamesServedMetrics(t *testing.T) {
 		raw, err := os.ReadFile(filepath.Join(chart, file))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.HasSuffix(file, ".json") && !json.Valid(raw) {
+			t.Errorf("%s is not JSON", file)
 		}
 		found := name.FindAllString(string(raw), -1)
 		if len(found) == 0 {
