@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -33,6 +34,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -185,6 +187,11 @@ func main() {
 	inUse := &inuse.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	if err := inUse.Register(mgr); err != nil {
 		log.Error(err, "registering the in-use protection controllers")
+		os.Exit(1)
+	}
+	// The operator's own metrics, beside controller-runtime's on the same endpoint.
+	if err := metrics.Register(ctrlmetrics.Registry, &metrics.Collector{Pools: mgr.GetCache(), Tenants: tenants, Elected: mgr.Elected()}); err != nil {
+		log.Error(err, "registering the metrics")
 		os.Exit(1)
 	}
 	if webhookEnabled {

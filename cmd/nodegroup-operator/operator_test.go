@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,7 +188,8 @@ func webhookConfig(t *testing.T) *admissionregistrationv1.ValidatingWebhookConfi
 // and no Secret: it issues its certificate, becomes ready, and the API server admits a
 // good pool and refuses a bad one through it. A scrape of its metrics without a token
 // is refused; one with a token of a ServiceAccount bound to the chart's metrics-reader
-// role gets them.
+// role gets them: controller-runtime's and the operator's own, which counted the two
+// admissions.
 func TestDefaultInstallServesItsWebhook(t *testing.T) {
 	port, err := localrun.FreePort()
 	if err != nil {
@@ -239,14 +241,22 @@ func TestDefaultInstallServesItsWebhook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		want := []string{
+			"controller_runtime_reconcile_total",
+			`nodegroup_operator_admissions_total{resource="nodegroup",rule="",verdict="allowed"} `,
+			`nodegroup_operator_admissions_total{resource="nodegroup",rule="ClassNotFound",verdict="denied"} `,
+			// Served once the replica leads.
+			`nodegroup_operator_tenant_clusters{reachable="false"} 0`,
+		}
 		deadline := time.Now().Add(30 * time.Second) // the binding reaches the authorizer's cache
 		for {
 			code, body := get(scraper.BearerToken)
-			if code == http.StatusOK && strings.Contains(body, "controller_runtime_reconcile_total") {
+			missing := slices.IndexFunc(want, func(s string) bool { return !strings.Contains(body, s) })
+			if code == http.StatusOK && missing < 0 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("a scrape with the metrics-reader role: HTTP %d, want 200 with the controller metrics", code)
+				t.Fatalf("a scrape with the metrics-reader role: HTTP %d, want 200 with the controller and operator metrics (missing %q)", code, want[max(missing, 0)])
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

@@ -89,6 +89,9 @@ type controllerMetrics struct {
 	reconciles float64
 	// queued and active are workqueue_depth and controller_runtime_active_workers.
 	queued, active float64
+	// pools is nodegroup_operator_pools, all states summed: the pools the operator's
+	// cache holds, whatever the controller.
+	pools float64
 }
 
 // idle: the controller has nothing queued and nothing running.
@@ -121,6 +124,7 @@ func (o *operator) metricsOf(ctx context.Context, controller string) (controller
 		{`controller_runtime_reconcile_total{controller="` + controller + `",`, &m.reconciles},
 		{`workqueue_depth{controller="` + controller + `",`, &m.queued},
 		{`controller_runtime_active_workers{controller="` + controller + `"}`, &m.active},
+		{`nodegroup_operator_pools{`, &m.pools},
 	}
 	s := bufio.NewScanner(resp.Body)
 	s.Buffer(make([]byte, 1<<20), 1<<20)

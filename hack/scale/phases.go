@@ -211,6 +211,10 @@ func (h *harness) runRestart(ctx context.Context) error {
 		}
 	}
 	end := time.Now()
+	// The pools gauge counts, from the restarted operator's cache, every pool.
+	if m, err := h.op.metricsOf(ctx, "nodegroup"); err != nil || int(m.pools) != len(h.pools) {
+		return fmt.Errorf("the restarted operator's nodegroup_operator_pools sums to %v, want %d (%v)", m.pools, len(h.pools), err)
+	}
 	h.res.Restart.Seconds = end.Sub(start).Seconds()
 	h.res.Restart.CPU = h.cpuNow().since(before)
 	h.logf("    %d reconciles in %.1f s", h.res.Restart.Reconciles, h.res.Restart.Seconds)

@@ -12,6 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
@@ -72,6 +73,7 @@ func (a *Applier) DeleteSupersededTemplates(ctx context.Context, namespace, pool
 			if err != nil {
 				return deleted, fmt.Errorf("delete superseded template %s %s/%s: %w", gvk.Kind, namespace, t.GetName(), err)
 			}
+			metrics.TemplateDeleted(gvk.Kind)
 			deleted = append(deleted, t.GetName())
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 )
 
@@ -43,6 +44,7 @@ func (a *Applier) ensureTemplate(ctx context.Context, owner Owner, desired *unst
 		sent := desired.DeepCopy()
 		err := a.client.Create(ctx, sent, client.FieldOwner(FieldManager), client.FieldValidation(metav1.FieldValidationStrict))
 		if err == nil {
+			metrics.TemplateCreated(desired.GetKind())
 			return Created, sent, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {

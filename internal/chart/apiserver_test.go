@@ -33,6 +33,7 @@ var noCRDOnTestServer = map[schema.GroupKind]bool{
 	{Group: "cert-manager.io", Kind: "Issuer"}:               true,
 	{Group: "cert-manager.io", Kind: "Certificate"}:          true,
 	{Group: "monitoring.coreos.com", Kind: "ServiceMonitor"}: true,
+	{Group: "monitoring.coreos.com", Kind: "PrometheusRule"}: true,
 }
 
 // warningRecorder keeps the warnings the API server returns (deprecated APIs, unknown
@@ -90,9 +91,9 @@ var valueCases = []struct {
 	skipped []string
 }{
 	{name: "default"},
-	{name: "custom", values: customValues, skipped: []string{"Certificate", "Issuer", "ServiceMonitor"}},
+	{name: "custom", values: customValues, skipped: []string{"Certificate", "Issuer", "PrometheusRule", "ServiceMonitor"}},
 	{name: "external-issuer", values: externalIssuerValues, skipped: []string{"Certificate"}},
-	{name: "webhook-off", values: webhookOffValues, skipped: []string{"ServiceMonitor"}},
+	{name: "webhook-off", values: webhookOffValues, skipped: []string{"PrometheusRule", "ServiceMonitor"}},
 }
 
 // TestAPIServerAcceptsEveryObject sends every object of each render to kube-apiserver as

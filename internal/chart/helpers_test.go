@@ -70,6 +70,14 @@ metrics:
     interval: 30s
     labels:
       release: prometheus
+  dashboard:
+    enabled: true
+    annotations:
+      grafana_folder: Platform
+  prometheusRule:
+    enabled: true
+    labels:
+      release: prometheus
 webhook:
   certManager:
     enabled: true
@@ -144,7 +152,7 @@ builtins:
 
 // webhookOffValues: no admission webhook (no Service, configuration, certificate or
 // their RBAC), no PodDisruptionBudget, and plain HTTP metrics (no metrics RBAC, a
-// ServiceMonitor without TLS or token).
+// ServiceMonitor without TLS or token, alerts without the webhook's).
 const webhookOffValues = `
 webhook:
   enabled: false
@@ -153,6 +161,8 @@ podDisruptionBudget:
 metrics:
   secure: false
   serviceMonitor:
+    enabled: true
+  prometheusRule:
     enabled: true
 `
 

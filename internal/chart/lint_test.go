@@ -83,6 +83,10 @@ func TestTemplatesRefuseContradictions(t *testing.T) {
 			"leaderElection.enabled=false needs replicaCount: 1: replicas without a leader would reconcile the same pools at once"},
 		{"a ServiceMonitor without metrics", "metrics:\n  enabled: false\n  serviceMonitor:\n    enabled: true\n",
 			"metrics.serviceMonitor.enabled needs metrics.enabled: there is no metrics endpoint to scrape"},
+		{"a dashboard without metrics", "metrics:\n  enabled: false\n  dashboard:\n    enabled: true\n",
+			"metrics.dashboard.enabled needs metrics.enabled: there is no metrics endpoint to scrape"},
+		{"alerts without metrics", "metrics:\n  enabled: false\n  prometheusRule:\n    enabled: true\n",
+			"metrics.prometheusRule.enabled needs metrics.enabled: there is no metrics endpoint to scrape"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rv, err := renderValues(c, parseValues(t, tc.values))

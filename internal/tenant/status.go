@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"cmp"
 	"context"
 	"sync"
 
@@ -110,6 +111,18 @@ func (s *Status) Get(cluster types.NamespacedName) (State, bool) { return get(s,
 
 // Set records the Cluster's State, and tells the pool controller when it changed.
 func (s *Status) Set(cluster types.NamespacedName, st State) { set(s, s.states, cluster, st) }
+
+// CountReachable counts the Clusters by whether their tenant API server answered the
+// last request (a State's Reachable; empty, not tried yet, counts as Unknown).
+func (s *Status) CountReachable() map[metav1.ConditionStatus]int {
+	out := map[metav1.ConditionStatus]int{metav1.ConditionTrue: 0, metav1.ConditionFalse: 0, metav1.ConditionUnknown: 0}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.states {
+		out[cmp.Or(st.Reachable, metav1.ConditionUnknown)]++
+	}
+	return out
+}
 
 // Forget drops the Cluster's State.
 func (s *Status) Forget(cluster types.NamespacedName) { forget(s, s.states, cluster) }

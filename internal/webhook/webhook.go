@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 )
@@ -45,52 +46,64 @@ type NodeGroupValidator struct {
 
 // Handle evaluates the policy for a NodeGroup create or update.
 func (v *NodeGroupValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	resp, rule := v.decide(ctx, req)
+	return counted("nodegroup", resp, rule)
+}
+
+// decide is Handle's answer, with the rule that denied the request (the first broken).
+func (v *NodeGroupValidator) decide(ctx context.Context, req admission.Request) (admission.Response, string) {
 	ng := &v1.NodeGroup{}
 	if err := v.Decoder.DecodeRaw(req.Object, ng); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
+		return admission.Errored(http.StatusBadRequest, err), ""
 	}
 	var old *v1.NodeGroup
 	if req.Operation == admissionv1.Update {
 		old = &v1.NodeGroup{}
 		if err := v.Decoder.DecodeRaw(req.OldObject, old); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
+			return admission.Errored(http.StatusBadRequest, err), ""
 		}
 	}
 	in, denied, err := v.input(ctx, ng, old)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return admission.Errored(http.StatusInternalServerError, err), ""
 	}
-	if denied != "" {
-		return admission.Denied(denied)
+	if denied.message != "" {
+		return admission.Denied(denied.message), denied.rule
 	}
 	violations, err := policy.Evaluate(ctx, in)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return admission.Errored(http.StatusInternalServerError, err), ""
 	}
 	if len(violations) > 0 {
 		msgs := make([]string, len(violations))
 		for i, vi := range violations {
 			msgs[i] = vi.String()
 		}
-		return admission.Denied(strings.Join(msgs, "; "))
+		return admission.Denied(strings.Join(msgs, "; ")), violations[0].Rule
 	}
-	return admission.Allowed("")
+	return admission.Allowed(""), ""
 }
+
+// denial is why a request is denied before the rules run: a class or location that
+// does not exist (rule is the reason the reconciler would give).
+type denial struct{ rule, message string }
 
 // input gathers what the rules read (policy.Gather), once the class, the location and
 // the control plane's version are resolved. A class or location that does not exist
-// denies the request with the message the reconciler would put in a condition.
-func (v *NodeGroupValidator) input(ctx context.Context, ng, old *v1.NodeGroup) (policy.Input, string, error) {
+// denies the request with the reason and message the reconciler would put in a
+// condition.
+func (v *NodeGroupValidator) input(ctx context.Context, ng, old *v1.NodeGroup) (policy.Input, denial, error) {
 	class, err := v.Resolver.Class(ctx, ng.Spec.NodeGroupClassName)
-	if denied, err := deniedBy(err); denied != "" || err != nil {
+	if denied, err := deniedBy(err); denied.message != "" || err != nil {
 		return policy.Input{}, denied, err
 	}
 	loc := &v1.Location{}
 	if err := v.Reader.Get(ctx, client.ObjectKey{Name: ng.Spec.LocationName}, loc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return policy.Input{}, fmt.Sprintf("Location %q does not exist: set spec.locationName to a published location (kubectl get locations)", ng.Spec.LocationName), nil
+			return policy.Input{}, denial{resolve.ReasonLocationNotFound,
+				fmt.Sprintf("Location %q does not exist: set spec.locationName to a published location (kubectl get locations)", ng.Spec.LocationName)}, nil
 		}
-		return policy.Input{}, "", err
+		return policy.Input{}, denial{}, err
 	}
 	var version string
 	cluster := &clusterv1.Cluster{}
@@ -100,17 +113,17 @@ func (v *NodeGroupValidator) input(ctx context.Context, ng, old *v1.NodeGroup) (
 			version = cpVersion
 		}
 	} else if !apierrors.IsNotFound(err) {
-		return policy.Input{}, "", err
+		return policy.Input{}, denial{}, err
 	}
 
 	in, err := policy.Gather(ctx, v.Reader, ng, &class, &loc.Spec, version)
 	if err != nil {
-		return in, "", err
+		return in, denial{}, err
 	}
 	// An update is judged against the object it replaces, a create against nothing: the
 	// old class is the old object's, whatever OS the MachineDeployment boots.
 	in.OldObject, in.OldClass = old, v.oldClass(ctx, ng, old, &class)
-	return in, "", nil
+	return in, denial{}, nil
 }
 
 // oldClass is the class of the object an update replaces: nil on a create, or when that
@@ -129,12 +142,12 @@ func (v *NodeGroupValidator) oldClass(ctx context.Context, ng, old *v1.NodeGroup
 	return &oldClass
 }
 
-func deniedBy(err error) (string, error) {
+func deniedBy(err error) (denial, error) {
 	var rerr *resolve.Error
 	if errors.As(err, &rerr) {
-		return rerr.Message, nil
+		return denial{rerr.Reason, rerr.Message}, nil
 	}
-	return "", err
+	return denial{}, err
 }
 
 // ClassValidator refuses a class whose poolRules do not compile or cost too much.
@@ -144,12 +157,33 @@ type ClassValidator struct {
 
 // Handle checks a NodeGroupClass create or update.
 func (v *ClassValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+	resp, rule := v.decide(req)
+	return counted("nodegroupclass", resp, rule)
+}
+
+func (v *ClassValidator) decide(req admission.Request) (admission.Response, string) {
 	class := &v1.NodeGroupClass{}
 	if err := v.Decoder.DecodeRaw(req.Object, class); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
+		return admission.Errored(http.StatusBadRequest, err), ""
 	}
 	if err := policy.CompileClassRules(class.Spec.PoolRules); err != nil {
-		return admission.Denied(err.Error())
+		return admission.Denied(err.Error()), "poolRules"
 	}
-	return admission.Allowed("")
+	return admission.Allowed(""), ""
+}
+
+// counted counts the answer to an admission request for resource, denied by rule, and
+// returns it.
+func counted(resource string, resp admission.Response, rule string) admission.Response {
+	verdict := metrics.VerdictAllowed
+	switch {
+	case resp.Allowed:
+		rule = ""
+	case resp.Result != nil && resp.Result.Code == http.StatusForbidden:
+		verdict = metrics.VerdictDenied
+	default:
+		verdict, rule = metrics.VerdictError, ""
+	}
+	metrics.Admitted(resource, verdict, rule)
+	return resp
 }

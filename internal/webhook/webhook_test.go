@@ -9,12 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
+	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -67,25 +71,46 @@ func TestPoolsRefusedAtAdmission(t *testing.T) {
 		name    string
 		mutate  func(*v1.NodeGroupSpec)
 		wantErr string
+		// rule, when set, is the rule the admissions metric counts the denial under.
+		rule string
 	}{
-		{"plain pool", nil, ""},
-		{"unknown class", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" }, `NodeGroupClass "nope" does not exist`},
-		{"unknown location", func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, `Location "nowhere" does not exist`},
-		{"location not admitting the namespace", func(s *v1.NodeGroupSpec) { s.LocationName = "gold-only" }, "spec.locationName"},
+		{"plain pool", nil, "", ""},
+		{"unknown class", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" }, `NodeGroupClass "nope" does not exist`, resolve.ReasonClassNotFound},
+		{"unknown location", func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, `Location "nowhere" does not exist`, resolve.ReasonLocationNotFound},
+		{"location not admitting the namespace", func(s *v1.NodeGroupSpec) { s.LocationName = "gold-only" }, "spec.locationName", policy.RuleLocationAccess},
 		{"talos-only field on a custom kairos class", func(s *v1.NodeGroupSpec) {
 			s.NodeGroupClassName, s.KernelModules = "kairos-own", []string{"nvidia"}
-		}, "spec.kernelModules"},
-		{"ahead of the control plane", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, "spec.kubernetesVersion"},
+		}, "spec.kernelModules", ""},
+		{"ahead of the control plane", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, "spec.kubernetesVersion", policy.RuleVersion},
 		{"class image fixes the minor", func(s *v1.NodeGroupSpec) {
 			s.NodeGroupClassName, s.KubernetesVersion = "kairos-own", "v1.34"
-		}, "spec.kubernetesVersion"},
+		}, "spec.kubernetesVersion", ""},
 		{"class pool rule broken", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 10 },
-			"pools on this class have at most 5 machines: lower spec.maxReplicas"},
-		{"class pool rule kept", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 5 }, ""},
+			"pools on this class have at most 5 machines: lower spec.maxReplicas", "poolRules[0]"},
+		{"class pool rule kept", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 5 }, "", ""},
+	}
+	reg := prometheus.NewRegistry()
+	if err := metrics.Register(reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	admissions := func(verdict, rule string) float64 {
+		samples, err := metrics.Gather(reg, metrics.Prefix+"admissions_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metrics.Sum(samples, map[string]string{"resource": "nodegroup", "verdict": verdict, "rule": rule})
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			verdict, rule := metrics.VerdictAllowed, ""
+			if tc.wantErr != "" {
+				verdict, rule = metrics.VerdictDenied, tc.rule
+			}
+			before := admissions(verdict, rule)
 			err := env.Client.Create(ctx, pool(ns, fmt.Sprintf("p%d", i), tc.mutate))
+			if (tc.wantErr == "" || tc.rule != "") && admissions(verdict, rule) <= before {
+				t.Errorf("admissions{verdict=%q, rule=%q} did not count the request", verdict, rule)
+			}
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("refused: %v", err)

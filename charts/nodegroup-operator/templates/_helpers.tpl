@@ -65,3 +65,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end -}}
+
+{{/* needsMetrics fails the render when what it is called for (its argument, a values
+path) is enabled without the metrics endpoint it reads. */}}
+{{- define "nodegroup-operator.needsMetrics" -}}
+{{- if not .root.Values.metrics.enabled }}
+{{- fail (printf "%s needs metrics.enabled: there is no metrics endpoint to scrape" .what) }}
+{{- end }}
+{{- end }}

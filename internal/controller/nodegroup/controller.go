@@ -30,6 +30,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
@@ -68,6 +69,8 @@ type Reconciler struct {
 
 	resolver *resolve.Resolver
 	applier  *apply.Applier
+	// readyTimer times each generation of a pool until it is Ready.
+	readyTimer metrics.ReadyTimer
 }
 
 // Name of the controller.
@@ -113,13 +116,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The steps record what they find in s; the status step computes the status from it
 	// and patches it against old, the pool as read.
 	old := ng.DeepCopy()
+	r.readyTimer.Seen(ng)
 	s := newScope()
 	result, reconcileErr := r.reconcile(ctx, ng, s)
 	r.reportTenant(ctx, ng, s)
 	r.reportAutoscaler(ng, s)
 	if err := r.writeStatus(ctx, old, ng, s); err != nil {
-		return ctrl.Result{}, errors.Join(reconcileErr, err)
+		err = errors.Join(reconcileErr, err)
+		r.recordMetrics(old, ng, err, false)
+		return ctrl.Result{}, err
 	}
+	r.recordMetrics(old, ng, reconcileErr, true)
 	return result, reconcileErr
 }
 
@@ -359,6 +366,7 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 	r.applier.Forget(ng.Namespace, names.MachineDeploymentName(ng.Spec.ClusterName, ng.Name))
+	r.readyTimer.Forget(client.ObjectKeyFromObject(ng))
 	patch := client.MergeFrom(ng.DeepCopy())
 	controllerutil.RemoveFinalizer(ng, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, ng, patch))

@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Sample is one series of a metric as a registry gathered it: its labels and its
+// value (a histogram's count of observations).
+type Sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// Gather returns the series of the metric named name that g holds now, for tests.
+func Gather(g prometheus.Gatherer, name string) ([]Sample, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	var out []Sample
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			s := Sample{Labels: map[string]string{}}
+			for _, l := range m.GetLabel() {
+				s.Labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case m.Gauge != nil:
+				s.Value = m.GetGauge().GetValue()
+			case m.Counter != nil:
+				s.Value = m.GetCounter().GetValue()
+			case m.Histogram != nil:
+				s.Value = float64(m.GetHistogram().GetSampleCount())
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Sum is the sum of the values of the samples whose labels include every one of want.
+func Sum(samples []Sample, want map[string]string) float64 {
+	var sum float64
+next:
+	for _, s := range samples {
+		for k, v := range want {
+			if s.Labels[k] != v {
+				continue next
+			}
+		}
+		sum += s.Value
+	}
+	return sum
+}
