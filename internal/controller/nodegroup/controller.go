@@ -82,7 +82,7 @@ func (r *Reconciler) Applier() *apply.Applier { return r.applier }
 // +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroupclasses;locations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinehealthchecks,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets;machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigtemplates;kairosconfigtemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch
@@ -177,7 +177,15 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s.observed(live, desired)
+	notRunning, err := r.notRunning(ctx, ng)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	rolling, err := r.rollingOut(ctx, ng)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.observed(live, desired, notRunning, rolling)
 	return ctrl.Result{}, nil
 }
 

@@ -66,9 +66,13 @@ type finding struct {
 	generation int64
 }
 
-// machines are the counts of the pool's MachineDeployment: the machines it has, those
-// ready, and how many it wants.
-type machines struct{ replicas, ready, desired int32 }
+// machines are what the pool's MachineDeployment and Machines say: the machines it has,
+// those ready, available and up to date, how many it wants, and every machine that is
+// not running (sorted by name; the status lists the first MaxNotRunningMachines).
+type machines struct {
+	replicas, ready, desired, available, upToDate int32
+	notRunning                                    []v1.MachineNotRunning
+}
 
 // newScope is the scope of a reconcile that has found nothing yet: the conditions of
 // readyFrom are due on every pool.
@@ -97,9 +101,71 @@ func (s *scope) put(f finding) {
 	s.findings = append(s.findings, f)
 }
 
-// observed records the counts of the MachineDeployment, which wants desired machines.
-func (s *scope) observed(md *clusterv1.MachineDeployment, desired int32) {
-	s.machines = &machines{replicas: deref(md.Status.Replicas), ready: deref(md.Status.ReadyReplicas), desired: desired}
+// observed records what the MachineDeployment and the pool's machines say: the
+// MachineDeployment wants desired machines, notRunning are those not running, and
+// rolling names what a rollout rolls out. It finds the conditions of the pool's
+// machines in Cluster API's v1beta2 style (machineConditions).
+func (s *scope) observed(md *clusterv1.MachineDeployment, desired int32, notRunning []v1.MachineNotRunning, rolling string) {
+	m := &machines{replicas: deref(md.Status.Replicas), ready: deref(md.Status.ReadyReplicas), desired: desired,
+		available: deref(md.Status.AvailableReplicas), upToDate: deref(md.Status.UpToDateReplicas), notRunning: notRunning}
+	s.machines = m
+	for _, c := range m.conditions(md.Status.Conditions, rolling) {
+		s.put(c)
+	}
+}
+
+// machineConditions are the pool's conditions that mirror its MachineDeployment's.
+var machineConditions = []string{v1.ConditionAvailable, v1.ConditionRollingOut, v1.ConditionScalingUp, v1.ConditionScalingDown, v1.ConditionUpToDate}
+
+// conditions are the findings of the conditions of machineConditions. Each mirrors the
+// status and reason of the MachineDeployment's condition (of mdConds) where it has one
+// (UpToDate mirrors MachinesUpToDate), else is derived from the counts; the message
+// says what goes on in the pool's words, followed by Cluster API's when its condition
+// says something is wrong or under way.
+func (m *machines) conditions(mdConds []metav1.Condition, rolling string) []finding {
+	upToDate := fmt.Sprintf("%d of %d machines up to date", m.upToDate, m.replicas)
+	scaling := fmt.Sprintf("from %d to %d machines", m.replicas, m.desired)
+	out := []finding{
+		m.condition(mdConds, v1.ConditionAvailable, clusterv1.AvailableCondition, m.available >= m.desired,
+			clusterv1.AvailableReason, clusterv1.NotAvailableReason, metav1.ConditionFalse,
+			fmt.Sprintf("%d of %d machines available", m.available, m.desired), ""),
+		m.condition(mdConds, v1.ConditionRollingOut, clusterv1.RollingOutCondition, m.upToDate < m.replicas,
+			clusterv1.RollingOutReason, clusterv1.NotRollingOutReason, metav1.ConditionTrue,
+			upToDate+", rolling out "+rolling, "not rolling out, "+upToDate),
+		m.condition(mdConds, v1.ConditionScalingUp, clusterv1.ScalingUpCondition, m.replicas < m.desired,
+			clusterv1.ScalingUpReason, clusterv1.NotScalingUpReason, metav1.ConditionTrue,
+			"scaling up "+scaling, fmt.Sprintf("not scaling up, %d of %d machines", m.replicas, m.desired)),
+		m.condition(mdConds, v1.ConditionScalingDown, clusterv1.ScalingDownCondition, m.replicas > m.desired,
+			clusterv1.ScalingDownReason, clusterv1.NotScalingDownReason, metav1.ConditionTrue,
+			"scaling down "+scaling, fmt.Sprintf("not scaling down, %d of %d machines", m.replicas, m.desired)),
+		m.condition(mdConds, v1.ConditionUpToDate, clusterv1.MachinesUpToDateCondition, m.upToDate >= m.replicas,
+			clusterv1.UpToDateReason, clusterv1.NotUpToDateReason, metav1.ConditionFalse, upToDate, ""),
+	}
+	return out
+}
+
+// condition is the finding of one condition of machineConditions: the status and reason
+// of the MachineDeployment's condition from, or, without one, derived (True with reason
+// yes, False with no). The message is whenTrue or whenFalse (whenTrue when empty), with
+// the MachineDeployment's own message appended while its status is notable.
+func (m *machines) condition(mdConds []metav1.Condition, typ, from string, derived bool, yes, no string,
+	notable metav1.ConditionStatus, whenTrue, whenFalse string) finding {
+	f := finding{typ: typ, status: metav1.ConditionFalse, reason: no}
+	if derived {
+		f.status, f.reason = metav1.ConditionTrue, yes
+	}
+	c := meta.FindStatusCondition(mdConds, from)
+	if c != nil {
+		f.status, f.reason = c.Status, c.Reason
+	}
+	f.message = cmp.Or(whenFalse, whenTrue)
+	if f.status == metav1.ConditionTrue {
+		f.message = whenTrue
+	}
+	if c != nil && c.Status == notable && c.Message != "" {
+		f.message += ": " + oneLine(c.Message)
+	}
+	return f
 }
 
 // conditions computes every condition of the pool at generation gen from the scope and
@@ -161,6 +227,36 @@ func (s *scope) ready(conds []metav1.Condition, gen int64) finding {
 	return f
 }
 
+// The words of status.summary; a failed pool's is summaryFailed and a reason.
+const (
+	summaryReady      = "Ready"
+	summaryRollingOut = "RollingOut"
+	summaryScaling    = "Scaling"
+	summaryNotReady   = "NotReady"
+	summaryPending    = "Pending"
+	summaryFailed     = "Failed: "
+)
+
+// summary is the pool's state in one word, from its conditions (status.summary, the
+// STATUS column): Failed with Ready's reason when a condition Ready is derived from is
+// False; Pending while Ready is Unknown; else RollingOut, Scaling, Ready or NotReady.
+func summary(conds []metav1.Condition) string {
+	ready := meta.FindStatusCondition(conds, v1.ConditionReady)
+	switch {
+	case ready == nil || ready.Status == metav1.ConditionUnknown:
+		return summaryPending
+	case ready.Status == metav1.ConditionFalse && ready.Reason != ReasonMachinesNotReady:
+		return summaryFailed + ready.Reason
+	case meta.IsStatusConditionTrue(conds, v1.ConditionRollingOut):
+		return summaryRollingOut
+	case meta.IsStatusConditionTrue(conds, v1.ConditionScalingUp), meta.IsStatusConditionTrue(conds, v1.ConditionScalingDown):
+		return summaryScaling
+	case ready.Status == metav1.ConditionTrue:
+		return summaryReady
+	}
+	return summaryNotReady
+}
+
 // writeStatus is the status step: it computes the pool's status from what the
 // reconcile found (s) and sends it, when it differs from the status read at the start
 // (old.Status), as a merge patch of the status that carries the resourceVersion read.
@@ -177,7 +273,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 	ng.Status.Conditions = s.conditions(old.Status.Conditions, ng.Generation)
 	if m := s.machines; m != nil {
 		ng.Status.Replicas, ng.Status.ReadyReplicas, ng.Status.DesiredReplicas = m.replicas, m.ready, &m.desired
+		ng.Status.AvailableReplicas, ng.Status.UpToDateReplicas = m.available, m.upToDate
+		ng.Status.Ready = fmt.Sprintf("%d/%d", m.ready, m.desired)
+		ng.Status.NotRunningMachineCount = int32(len(m.notRunning))
+		ng.Status.NotRunningMachines = nil
+		if len(m.notRunning) > 0 {
+			ng.Status.NotRunningMachines = m.notRunning[:min(len(m.notRunning), v1.MaxNotRunningMachines)]
+		}
 	}
+	ng.Status.Summary = summary(ng.Status.Conditions)
 	if statusEqual(&old.Status, &ng.Status) {
 		return nil
 	}
