@@ -104,7 +104,7 @@ func (s *scope) put(f finding) {
 // observed records what the MachineDeployment and the pool's machines say: the
 // MachineDeployment wants desired machines, notRunning are those not running, and
 // rolling names what a rollout rolls out. It finds the conditions of the pool's
-// machines in Cluster API's v1beta2 style (machineConditions).
+// machines in Cluster API's v1beta2 style (machines.conditions).
 func (s *scope) observed(md *clusterv1.MachineDeployment, desired int32, notRunning []v1.MachineNotRunning, rolling string) {
 	m := &machines{replicas: deref(md.Status.Replicas), ready: deref(md.Status.ReadyReplicas), desired: desired,
 		available: deref(md.Status.AvailableReplicas), upToDate: deref(md.Status.UpToDateReplicas), notRunning: notRunning}
@@ -114,56 +114,64 @@ func (s *scope) observed(md *clusterv1.MachineDeployment, desired int32, notRunn
 	}
 }
 
-// machineConditions are the pool's conditions that mirror its MachineDeployment's.
-var machineConditions = []string{v1.ConditionAvailable, v1.ConditionRollingOut, v1.ConditionScalingUp, v1.ConditionScalingDown, v1.ConditionUpToDate}
-
-// conditions are the findings of the conditions of machineConditions. Each mirrors the
-// status and reason of the MachineDeployment's condition (of mdConds) where it has one
-// (UpToDate mirrors MachinesUpToDate), else is derived from the counts; the message
-// says what goes on in the pool's words, followed by Cluster API's when its condition
-// says something is wrong or under way.
+// conditions are the findings of the pool's conditions of its machines: Available,
+// RollingOut, ScalingUp, ScalingDown and UpToDate (mirror.finding).
 func (m *machines) conditions(mdConds []metav1.Condition, rolling string) []finding {
 	upToDate := fmt.Sprintf("%d of %d machines up to date", m.upToDate, m.replicas)
 	scaling := fmt.Sprintf("from %d to %d machines", m.replicas, m.desired)
-	out := []finding{
-		m.condition(mdConds, v1.ConditionAvailable, clusterv1.AvailableCondition, m.available >= m.desired,
-			clusterv1.AvailableReason, clusterv1.NotAvailableReason, metav1.ConditionFalse,
-			fmt.Sprintf("%d of %d machines available", m.available, m.desired), ""),
-		m.condition(mdConds, v1.ConditionRollingOut, clusterv1.RollingOutCondition, m.upToDate < m.replicas,
+	count := fmt.Sprintf("%d of %d machines", m.replicas, m.desired)
+	available := fmt.Sprintf("%d of %d machines available", m.available, m.desired)
+	var out []finding
+	for _, c := range []mirror{
+		{v1.ConditionAvailable, clusterv1.AvailableCondition, m.available >= m.desired,
+			clusterv1.AvailableReason, clusterv1.NotAvailableReason, metav1.ConditionFalse, available, available},
+		{v1.ConditionRollingOut, clusterv1.RollingOutCondition, m.upToDate < m.replicas,
 			clusterv1.RollingOutReason, clusterv1.NotRollingOutReason, metav1.ConditionTrue,
-			upToDate+", rolling out "+rolling, "not rolling out, "+upToDate),
-		m.condition(mdConds, v1.ConditionScalingUp, clusterv1.ScalingUpCondition, m.replicas < m.desired,
-			clusterv1.ScalingUpReason, clusterv1.NotScalingUpReason, metav1.ConditionTrue,
-			"scaling up "+scaling, fmt.Sprintf("not scaling up, %d of %d machines", m.replicas, m.desired)),
-		m.condition(mdConds, v1.ConditionScalingDown, clusterv1.ScalingDownCondition, m.replicas > m.desired,
-			clusterv1.ScalingDownReason, clusterv1.NotScalingDownReason, metav1.ConditionTrue,
-			"scaling down "+scaling, fmt.Sprintf("not scaling down, %d of %d machines", m.replicas, m.desired)),
-		m.condition(mdConds, v1.ConditionUpToDate, clusterv1.MachinesUpToDateCondition, m.upToDate >= m.replicas,
-			clusterv1.UpToDateReason, clusterv1.NotUpToDateReason, metav1.ConditionFalse, upToDate, ""),
+			upToDate + ", rolling out " + rolling, "not rolling out, " + upToDate},
+		{v1.ConditionScalingUp, clusterv1.ScalingUpCondition, m.replicas < m.desired,
+			clusterv1.ScalingUpReason, clusterv1.NotScalingUpReason, metav1.ConditionTrue, "scaling up " + scaling, "not scaling up, " + count},
+		{v1.ConditionScalingDown, clusterv1.ScalingDownCondition, m.replicas > m.desired,
+			clusterv1.ScalingDownReason, clusterv1.NotScalingDownReason, metav1.ConditionTrue, "scaling down " + scaling, "not scaling down, " + count},
+		{v1.ConditionUpToDate, clusterv1.MachinesUpToDateCondition, m.upToDate >= m.replicas,
+			clusterv1.UpToDateReason, clusterv1.NotUpToDateReason, metav1.ConditionFalse, upToDate, upToDate},
+	} {
+		out = append(out, c.finding(mdConds))
 	}
 	return out
 }
 
-// condition is the finding of one condition of machineConditions: the status and reason
-// of the MachineDeployment's condition from, or, without one, derived (True with reason
-// yes, False with no). The message is whenTrue or whenFalse (whenTrue when empty), with
-// the MachineDeployment's own message appended while its status is notable.
-func (m *machines) condition(mdConds []metav1.Condition, typ, from string, derived bool, yes, no string,
-	notable metav1.ConditionStatus, whenTrue, whenFalse string) finding {
-	f := finding{typ: typ, status: metav1.ConditionFalse, reason: no}
-	if derived {
-		f.status, f.reason = metav1.ConditionTrue, yes
+// mirror is one of the pool's conditions of its machines, and the MachineDeployment's
+// condition it mirrors.
+type mirror struct {
+	typ, from string
+	// derived is the status from the counts (True with reason yes, False with no), for a
+	// MachineDeployment without the condition.
+	derived bool
+	yes, no string
+	// notable is the status in which Cluster API's message is worth repeating.
+	notable metav1.ConditionStatus
+	// whenTrue and whenFalse are the pool's message in either status.
+	whenTrue, whenFalse string
+}
+
+// finding is the condition: the status and reason of the MachineDeployment's (of
+// mdConds) where it has one, else derived from the counts; the message says what goes
+// on in the pool's words, followed by Cluster API's while its status is notable.
+func (c mirror) finding(mdConds []metav1.Condition) finding {
+	f := finding{typ: c.typ, status: metav1.ConditionFalse, reason: c.no}
+	if c.derived {
+		f.status, f.reason = metav1.ConditionTrue, c.yes
 	}
-	c := meta.FindStatusCondition(mdConds, from)
-	if c != nil {
-		f.status, f.reason = c.Status, c.Reason
+	md := meta.FindStatusCondition(mdConds, c.from)
+	if md != nil {
+		f.status, f.reason = md.Status, md.Reason
 	}
-	f.message = cmp.Or(whenFalse, whenTrue)
+	f.message = c.whenFalse
 	if f.status == metav1.ConditionTrue {
-		f.message = whenTrue
+		f.message = c.whenTrue
 	}
-	if c != nil && c.Status == notable && c.Message != "" {
-		f.message += ": " + oneLine(c.Message)
+	if md != nil && md.Status == c.notable && md.Message != "" {
+		f.message += ": " + oneLine(md.Message)
 	}
 	return f
 }
