@@ -131,8 +131,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 		return resolveFailed(s, in, err)
 	}
 	s.resolved(in, resolve.Conditions())
-	ng.Status.OS = in.Class.OS
-	ng.Status.KubernetesVersion = in.KubernetesVersion
+	s.release = &release{os: in.Class.OS, kubernetesVersion: in.KubernetesVersion}
 
 	violations, err := r.policyViolations(ctx, ng, in)
 	if err != nil {
@@ -164,9 +163,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 		return ctrl.Result{}, err
 	}
 	md := out.MachineDeployment
-	ng.Status.MachineDeploymentName = md.Name
-	ng.Status.BootstrapTemplateName = out.Bootstrap.GetName()
-	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
+	s.objects = &objects{machineDeployment: md.Name, bootstrap: out.Bootstrap.GetName(), infrastructure: out.Infrastructure.GetName()}
 	s.set(v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
 
 	live, err := r.observe(ctx, ng.Namespace, md.Name, written)
@@ -181,7 +178,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	rolling, err := r.rollingOut(ctx, ng)
+	rolling, err := r.rollingOut(ctx, ng, s.objects, in.KubernetesVersion)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

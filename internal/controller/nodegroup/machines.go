@@ -59,10 +59,10 @@ func machineNotRunning(m *clusterv1.Machine) v1.MachineNotRunning {
 	return out
 }
 
-// rollingOut names the templates the pool rolls out: the current ones that a MachineSet
-// of the pool does not use yet ("bootstrap template web-1a2b"), or its Kubernetes
-// version when the templates are the same.
-func (r *Reconciler) rollingOut(ctx context.Context, ng *v1.NodeGroup) (string, error) {
+// rollingOut names what the pool rolls out: the current templates (current) that a
+// MachineSet of the pool does not use yet ("bootstrap template web-1a2b"), or its
+// Kubernetes version when the templates are the same.
+func (r *Reconciler) rollingOut(ctx context.Context, ng *v1.NodeGroup, current *objects, version string) (string, error) {
 	sets := &clusterv1.MachineSetList{}
 	if err := r.Client.List(ctx, sets, client.InNamespace(ng.Namespace),
 		client.MatchingLabels{names.LabelPool: names.LabelValue(ng.Name)}); err != nil {
@@ -71,18 +71,18 @@ func (r *Reconciler) rollingOut(ctx context.Context, ng *v1.NodeGroup) (string, 
 	var bootstrap, infra bool
 	for _, ms := range sets.Items {
 		spec := ms.Spec.Template.Spec
-		bootstrap = bootstrap || spec.Bootstrap.ConfigRef.Name != ng.Status.BootstrapTemplateName
-		infra = infra || spec.InfrastructureRef.Name != ng.Status.InfrastructureTemplateName
+		bootstrap = bootstrap || spec.Bootstrap.ConfigRef.Name != current.bootstrap
+		infra = infra || spec.InfrastructureRef.Name != current.infrastructure
 	}
 	var what []string
 	if bootstrap {
-		what = append(what, "bootstrap template "+ng.Status.BootstrapTemplateName)
+		what = append(what, "bootstrap template "+current.bootstrap)
 	}
 	if infra {
-		what = append(what, "infrastructure template "+ng.Status.InfrastructureTemplateName)
+		what = append(what, "infrastructure template "+current.infrastructure)
 	}
 	if len(what) == 0 {
-		return "Kubernetes " + ng.Status.KubernetesVersion, nil
+		return "Kubernetes " + version, nil
 	}
 	return strings.Join(what, " and "), nil
 }

@@ -44,13 +44,25 @@ const (
 var readyFrom = []string{v1.ConditionClassResolved, v1.ConditionLocationResolved, v1.ConditionClusterFound, v1.ConditionRendered}
 
 // scope is what one reconcile learned of its pool, for the status step: a finding for
-// each condition the reconcile is responsible for, and the counts of the pool's
-// MachineDeployment when it looked at them. A condition it holds no finding for is left
-// exactly as it is; Ready is never found, but derived (ready).
+// each condition the reconcile is responsible for, the release the pool resolved to and
+// the objects it applied when it got that far, and its machines when it looked at
+// them. A condition it holds no finding for is left exactly as it is, and so is a field
+// of what it did not learn; Ready is never found, but derived (ready).
 type scope struct {
 	findings []finding
+	release  *release
+	objects  *objects
 	machines *machines
 }
+
+// release is what the pool runs: its class's OS and its Kubernetes release.
+type release struct {
+	os                v1.OSFamily
+	kubernetesVersion string
+}
+
+// objects are the names of the pool's MachineDeployment and of its current templates.
+type objects struct{ machineDeployment, bootstrap, infrastructure string }
 
 // finding is what a reconcile learned of one condition. Without a status the condition
 // was not evaluated: it keeps what it said, with the generation it said it for, or is
@@ -279,6 +291,13 @@ func summary(conds []metav1.Condition) string {
 func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *scope) error {
 	ng.Status.ObservedGeneration = ng.Generation
 	ng.Status.Conditions = s.conditions(old.Status.Conditions, ng.Generation)
+	if r := s.release; r != nil {
+		ng.Status.OS, ng.Status.KubernetesVersion = r.os, r.kubernetesVersion
+	}
+	if o := s.objects; o != nil {
+		ng.Status.MachineDeploymentName, ng.Status.BootstrapTemplateName, ng.Status.InfrastructureTemplateName =
+			o.machineDeployment, o.bootstrap, o.infrastructure
+	}
 	if m := s.machines; m != nil {
 		ng.Status.Replicas, ng.Status.ReadyReplicas, ng.Status.DesiredReplicas = m.replicas, m.ready, &m.desired
 		ng.Status.AvailableReplicas, ng.Status.UpToDateReplicas = m.available, m.upToDate
