@@ -321,15 +321,38 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 			continue
 		}
 		was := meta.FindStatusCondition(old.Status.Conditions, c.Type)
-		if was == nil || was.Status != c.Status || was.Reason != c.Reason {
-			kind := corev1.EventTypeNormal
-			if c.Status == metav1.ConditionFalse {
-				kind = corev1.EventTypeWarning
-			}
+		if was != nil && was.Status == c.Status && was.Reason == c.Reason {
+			continue
+		}
+		kind, ok := eventKind(c, was)
+		if ok {
 			r.event(ng, kind, c.Reason, "UpdateStatus", "%s=%s: %s", c.Type, c.Status, c.Message)
 		}
 	}
 	return nil
+}
+
+// eventKind is the type of the event that marks a change of condition c (was, before),
+// and whether it has one. A condition False is a Warning, but of the conditions of the
+// machines only Available is: RollingOut False ends a rollout. Of those, only Available
+// and RollingOut have events (Ready already tells the machines' readiness, and scaling
+// has its own events), and none when it first appears on a pool that had a status (an
+// upgrade of the operator adds them to every pool at once).
+func eventKind(c metav1.Condition, was *metav1.Condition) (string, bool) {
+	switch c.Type {
+	case v1.ConditionScalingUp, v1.ConditionScalingDown, v1.ConditionUpToDate:
+		return "", false
+	case v1.ConditionRollingOut:
+		return corev1.EventTypeNormal, was != nil
+	case v1.ConditionAvailable:
+		if was == nil {
+			return "", false
+		}
+	}
+	if c.Status == metav1.ConditionFalse {
+		return corev1.EventTypeWarning, true
+	}
+	return corev1.EventTypeNormal, true
 }
 
 // statusEqual compares statuses. Condition timestamps compare equal unless a condition

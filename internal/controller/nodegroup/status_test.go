@@ -278,3 +278,36 @@ func TestMachineNotRunning(t *testing.T) {
 		}
 	}
 }
+
+// TestEventKind: a condition turning False is a Warning, except RollingOut ending; the
+// machines' conditions that Ready or scaling already report have no event, and none of
+// them has one when it first appears.
+func TestEventKind(t *testing.T) {
+	was := func(s metav1.ConditionStatus) *metav1.Condition { return &metav1.Condition{Status: s} }
+	for _, tc := range []struct {
+		typ    string
+		status metav1.ConditionStatus
+		was    *metav1.Condition
+		kind   string // empty: no event
+	}{
+		{v1.ConditionRendered, no, was(yes), "Warning"},
+		{v1.ConditionRendered, yes, nil, "Normal"},
+		{v1.ConditionTalosIdentityReady, no, nil, "Warning"},
+		{v1.ConditionAvailable, no, was(yes), "Warning"},
+		{v1.ConditionAvailable, no, nil, ""},
+		{v1.ConditionRollingOut, yes, was(no), "Normal"},
+		{v1.ConditionRollingOut, no, was(yes), "Normal"},
+		{v1.ConditionRollingOut, yes, nil, ""},
+		{v1.ConditionScalingUp, yes, was(no), ""},
+		{v1.ConditionScalingDown, no, was(yes), ""},
+		{v1.ConditionUpToDate, no, was(yes), ""},
+	} {
+		kind, ok := eventKind(metav1.Condition{Type: tc.typ, Status: tc.status}, tc.was)
+		if !ok {
+			kind = ""
+		}
+		if kind != tc.kind {
+			t.Errorf("%s=%s (was %v): event %q, want %q", tc.typ, tc.status, tc.was, kind, tc.kind)
+		}
+	}
+}
