@@ -222,22 +222,19 @@ func trimMachine(in any) (any, error) {
 	out.Status.Phase = intern(m.Status.Phase)
 	if !MachineRunning(m) {
 		out.Status.Conditions = keepConditions(m.Status.Conditions, MachineConditions)
-		for i := range out.Status.Conditions {
-			c := &out.Status.Conditions[i]
-			c.LastTransitionTime, c.ObservedGeneration = metav1.Time{}, 0
-		}
 	}
 	return out, nil
 }
 
-// keepConditions are the conditions of the given types, their strings interned.
+// keepConditions are the conditions of the given types, their strings interned, without
+// their times and generations: nobody reads them, and a change of them alone is no
+// change to what the cache holds.
 func keepConditions(conds []metav1.Condition, types []string) []metav1.Condition {
 	var out []metav1.Condition
 	for _, c := range conds {
 		if slices.Contains(types, c.Type) {
-			c.Type, c.Status = intern(c.Type), metav1.ConditionStatus(intern(string(c.Status)))
-			c.Reason, c.Message = intern(c.Reason), intern(c.Message)
-			out = append(out, c)
+			out = append(out, metav1.Condition{Type: intern(c.Type), Status: metav1.ConditionStatus(intern(string(c.Status))),
+				Reason: intern(c.Reason), Message: intern(c.Message)})
 		}
 	}
 	return out
