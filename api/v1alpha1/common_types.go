@@ -53,6 +53,19 @@ const (
 	// failed scale-up, or it finds the pool unhealthy), with its reason; Unknown while the
 	// autoscaler has not reported on the pool.
 	ConditionAbleToScaleUp = "AbleToScaleUp"
+	// ConditionAvailable is True when the pool's MachineDeployment has at least as many
+	// available machines as its rollout settings require (Cluster API's Available).
+	ConditionAvailable = "Available"
+	// ConditionRollingOut is True while machines that do not run the current templates
+	// and version are replaced (Cluster API's RollingOut).
+	ConditionRollingOut = "RollingOut"
+	// ConditionScalingUp is True while the pool has fewer machines than it wants.
+	ConditionScalingUp = "ScalingUp"
+	// ConditionScalingDown is True while the pool has more machines than it wants.
+	ConditionScalingDown = "ScalingDown"
+	// ConditionUpToDate is True when every machine runs the current templates and
+	// version (Cluster API's MachinesUpToDate).
+	ConditionUpToDate = "UpToDate"
 	// ConditionInUse is True on a class or location that pools still name.
 	ConditionInUse = "InUse"
 )

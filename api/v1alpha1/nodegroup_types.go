@@ -298,7 +298,10 @@ type NodeGroupStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, ClassResolved, LocationResolved, ClusterFound, Rendered.
+	// conditions: Ready, ClassResolved, LocationResolved, ClusterFound, Rendered; from
+	// the MachineDeployment, in Cluster API's v1beta2 style, Available, RollingOut,
+	// ScalingUp, ScalingDown and UpToDate; on Talos pools TalosIdentityReady and
+	// TenantClusterReachable; on autoscaled pools AutoscalerReady and AbleToScaleUp.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -337,6 +340,75 @@ type NodeGroupStatus struct {
 	// last set on the pool's MachineDeployment.
 	// +optional
 	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
+
+	// upToDateReplicas is the number of machines that run the current templates and
+	// Kubernetes version.
+	// +optional
+	UpToDateReplicas int32 `json:"upToDateReplicas"`
+
+	// availableReplicas is the number of machines that have been ready for the
+	// MachineDeployment's minReadySeconds.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas"`
+
+	// ready is readyReplicas/desiredReplicas as text, such as "2/3": the READY column of
+	// kubectl get nodegroup.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Ready string `json:"ready,omitempty"`
+
+	// summary is the pool's state in one word, the STATUS column of kubectl get
+	// nodegroup: Ready; RollingOut (machines are replaced by ones of the current
+	// templates); Scaling (machines are added or removed); NotReady (the pool has the
+	// machines it wants, but not all are ready); Pending (not evaluated yet); or
+	// Failed: <reason>, the reason of the first condition Ready is derived from that is
+	// False (such as Failed: ClassNotFound).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Summary string `json:"summary,omitempty"`
+
+	// notRunningMachines are the pool's machines that are not running, or whose Ready
+	// condition is not True, sorted by name; at most 10 (notRunningMachineCount counts
+	// them all).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	NotRunningMachines []MachineNotRunning `json:"notRunningMachines,omitempty"`
+
+	// notRunningMachineCount is the number of machines that are not running, listed in
+	// notRunningMachines or not.
+	// +optional
+	NotRunningMachineCount int32 `json:"notRunningMachineCount,omitempty"`
+}
+
+// MaxNotRunningMachines is how many machines status.notRunningMachines lists.
+const MaxNotRunningMachines = 10
+
+// MachineNotRunning is a machine of the pool that is not running, and why.
+type MachineNotRunning struct {
+	// name of the Cluster API Machine.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// phase of the Machine: Pending, Provisioning, Provisioned, Running, Deleting,
+	// Failed, ...
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Phase string `json:"phase,omitempty"`
+	// condition is the type of the Machine's condition that says why: the first of
+	// Deleting (while it is deleted), BootstrapConfigReady, InfrastructureReady,
+	// NodeHealthy, HealthCheckSucceeded and Ready that is not as it should be.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Condition string `json:"condition,omitempty"`
+	// reason of that condition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+	// message of that condition, on one line, cut at 256 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
 }
 
 // NodeGroup is a tenant's worker pool: machines of one class, in one location, joined to
@@ -350,7 +422,9 @@ type NodeGroupStatus struct {
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.locationName`
 // +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`
-// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.summary`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodeGroup struct {
 	metav1.TypeMeta   `json:",inline"`

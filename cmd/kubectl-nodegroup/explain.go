@@ -1,22 +1,22 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 )
 
@@ -24,7 +24,8 @@ import (
 var restConfig = func() (*rest.Config, error) { return config.GetConfig() }
 
 // explainCmd says, in plain words, why a pool is or is not ready: its conditions in the
-// order a pool goes through them, its MachineDeployment and its machines.
+// order a pool goes through them, its MachineDeployment and its machines, all read from
+// the pool's status (a tenant's roles grant NodeGroups and nothing of Cluster API).
 func explainCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -60,7 +61,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "explain: NodeGroup %s/%s: %v\n", *ns, name, err)
 		return 2
 	}
-	return explain(ctx, c, ng, stdout)
+	return explain(ng, stdout)
 }
 
 // steps are the conditions in the order a pool passes them, with what each means.
@@ -72,7 +73,7 @@ var steps = []struct{ condition, meaning string }{
 	{v1.ConditionReady, "its machines"},
 }
 
-func explain(ctx context.Context, c client.Client, ng *v1.NodeGroup, w io.Writer) int {
+func explain(ng *v1.NodeGroup, w io.Writer) int {
 	fmt.Fprintf(w, "NodeGroup %s/%s (class %s, location %s, cluster %s, %d..%d machines)\n",
 		ng.Namespace, ng.Name, ng.Spec.NodeGroupClassName, ng.Spec.LocationName, ng.Spec.ClusterName, ng.Spec.MinReplicas, ng.Spec.MaxReplicas)
 	if ng.Status.ObservedGeneration != ng.Generation {
@@ -94,27 +95,7 @@ func explain(ctx context.Context, c client.Client, ng *v1.NodeGroup, w io.Writer
 			fmt.Fprintf(w, "  !! %s (%s): %s\n", s.meaning, cond.Reason, cond.Message)
 		}
 	}
-	if ng.Status.MachineDeploymentName != "" {
-		md := &clusterv1.MachineDeployment{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: ng.Status.MachineDeploymentName}, md); err == nil {
-			fmt.Fprintf(w, "MachineDeployment %s: %d desired, %d ready, version %s\n", md.Name,
-				deref(md.Spec.Replicas), deref(md.Status.ReadyReplicas), md.Spec.Template.Spec.Version)
-			machines := &clusterv1.MachineList{}
-			if err := c.List(ctx, machines, client.InNamespace(ng.Namespace),
-				client.MatchingLabels{"cluster.x-k8s.io/deployment-name": md.Name}); err == nil {
-				sort.Slice(machines.Items, func(i, j int) bool { return machines.Items[i].Name < machines.Items[j].Name })
-				for _, m := range machines.Items {
-					node := m.Status.NodeRef.Name
-					if node == "" {
-						node = "no node yet"
-					}
-					fmt.Fprintf(w, "  machine %s: %s, %s\n", m.Name, m.Status.Phase, node)
-				}
-			}
-		} else {
-			fmt.Fprintf(w, "MachineDeployment %s: %v\n", ng.Status.MachineDeploymentName, err)
-		}
-	}
+	machines(w, ng)
 	if ready {
 		fmt.Fprintln(w, "The pool is ready.")
 		return 0
@@ -123,9 +104,53 @@ func explain(ctx context.Context, c client.Client, ng *v1.NodeGroup, w io.Writer
 	return 1
 }
 
-func deref(p *int32) int32 {
-	if p == nil {
-		return 0
+// rollout are the conditions of the pool's machines, as the MachineDeployment reports
+// them, with the state each is well in.
+var rollout = []struct {
+	condition string
+	well      metav1.ConditionStatus
+}{
+	{v1.ConditionAvailable, metav1.ConditionTrue},
+	{v1.ConditionUpToDate, metav1.ConditionTrue},
+	{v1.ConditionRollingOut, metav1.ConditionFalse},
+	{v1.ConditionScalingUp, metav1.ConditionFalse},
+	{v1.ConditionScalingDown, metav1.ConditionFalse},
+}
+
+// machines tells what the pool's status says of its machines: counts, version,
+// templates, what goes on, and the machines that do not run. It reads the status alone,
+// so a tenant who may read NodeGroups and nothing of Cluster API gets the whole answer.
+func machines(w io.Writer, ng *v1.NodeGroup) {
+	st := &ng.Status
+	if st.MachineDeploymentName == "" {
+		return
 	}
-	return *p
+	fmt.Fprintf(w, "Machines (MachineDeployment %s): %s; %s ready, %d up to date, %d available of %d\n",
+		st.MachineDeploymentName, cmp.Or(st.Summary, "not reported yet"), cmp.Or(st.Ready, "?"),
+		st.UpToDateReplicas, st.AvailableReplicas, st.Replicas)
+	fmt.Fprintf(w, "  Kubernetes %s, bootstrap template %s, infrastructure template %s\n",
+		st.KubernetesVersion, st.BootstrapTemplateName, st.InfrastructureTemplateName)
+	for _, r := range rollout {
+		if c := meta.FindStatusCondition(st.Conditions, r.condition); c != nil {
+			mark := "ok"
+			if c.Status != r.well {
+				mark = "->"
+			}
+			fmt.Fprintf(w, "  %s %s=%s: %s\n", mark, c.Type, c.Status, c.Message)
+		}
+	}
+	for _, m := range st.NotRunningMachines {
+		why := cmp.Or(m.Reason, "no reason reported")
+		if m.Condition != "" {
+			why = m.Condition + " " + why
+		}
+		if m.Message != "" {
+			why += ": " + m.Message
+		}
+		fmt.Fprintf(w, "  machine %s: %s, %s\n", m.Name, cmp.Or(m.Phase, "no phase yet"), why)
+	}
+	if rest := int(st.NotRunningMachineCount) - len(st.NotRunningMachines); rest > 0 {
+		fmt.Fprintf(w, "  and %d more machines not running (kubectl get machines -n %s -l %s=%s)\n",
+			rest, ng.Namespace, names.LabelPool, names.LabelValue(ng.Name))
+	}
 }

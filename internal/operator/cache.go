@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"slices"
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,13 +27,17 @@ import (
 // most of the operator's memory.
 //
 //   - its own MachineDeployments, holding only their metadata, the replicas, the
-//     template references and the replica counts of the status (what the controller,
-//     the webhook and internal/apply read);
+//     template references, the replica counts of the status and the conditions the
+//     pool mirrors (MachineDeploymentConditions): what the controller, the webhook
+//     and internal/apply read;
 //   - its own health checks, holding only their metadata (internal/apply compares
 //     nothing else);
 //   - the MachineSets of its pools, holding only their metadata and template references
 //     (what a clean-up of superseded templates reads); Cluster API rewrites their status
 //     with every machine, and a rollout holds two per pool;
+//   - the Machines of its pools, holding only their name, pool labels, phase and, of a
+//     machine that is not running and ready, the conditions that say why (see
+//     trimMachine): a running machine is a few hundred bytes;
 //   - the metadata of its templates (their content is large and never read back),
 //     down to the labels a clean-up selects by and the owners;
 //   - of Clusters and Kamaji control planes, no status: only their specs are read, and
@@ -56,6 +61,7 @@ func CacheOptions() cache.Options {
 		&clusterv1.MachineDeployment{}:  {Label: managed, Transform: trimMachineDeployment},
 		&clusterv1.MachineHealthCheck{}: {Label: managed, Transform: trimMachineHealthCheck},
 		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq), Transform: trimMachineSet},
+		&clusterv1.Machine{}:            {Label: labels.NewSelector().Add(*poolReq), Transform: trimMachine},
 	}
 	for _, gvk := range names.TemplateKinds {
 		m := &metav1.PartialObjectMetadata{}
@@ -167,7 +173,71 @@ func trimMachineDeployment(in any) (any, error) {
 	out.Spec.Template.Spec = templateRefs(md.Spec.Template.Spec)
 	out.Status.Replicas = md.Status.Replicas
 	out.Status.ReadyReplicas = md.Status.ReadyReplicas
+	out.Status.AvailableReplicas = md.Status.AvailableReplicas
+	out.Status.UpToDateReplicas = md.Status.UpToDateReplicas
+	out.Status.Conditions = keepConditions(md.Status.Conditions, MachineDeploymentConditions)
 	return out, nil
+}
+
+// MachineDeploymentConditions are the conditions of a MachineDeployment its pool
+// mirrors, and all the cache keeps of them.
+var MachineDeploymentConditions = []string{
+	clusterv1.AvailableCondition, clusterv1.RollingOutCondition, clusterv1.ScalingUpCondition,
+	clusterv1.ScalingDownCondition, clusterv1.MachinesUpToDateCondition,
+}
+
+// MachineConditions are the conditions of a Machine that say why it is not running, in
+// the order they are looked at; the cache keeps them (and nothing of them but type,
+// status, reason and message) only of a machine that is not running and ready.
+var MachineConditions = []string{
+	clusterv1.DeletingCondition, clusterv1.BootstrapConfigReadyCondition, clusterv1.InfrastructureReadyCondition,
+	clusterv1.MachineNodeHealthyCondition, clusterv1.MachineHealthCheckSucceededCondition, clusterv1.ReadyCondition,
+}
+
+// MachineRunning says whether a machine is running and ready: in the Running phase, not
+// being deleted, and with no Ready condition that is not True. The cache keeps no
+// condition of such a machine, so the answer is the same of the cached copy.
+func MachineRunning(m *clusterv1.Machine) bool {
+	if m.Status.Phase != string(clusterv1.MachinePhaseRunning) || !m.DeletionTimestamp.IsZero() {
+		return false
+	}
+	for _, c := range m.Status.Conditions {
+		if c.Type == clusterv1.ReadyCondition {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return true
+}
+
+// trimMachine keeps of a Machine what a pool's status reads: its name, the pool and
+// MachineDeployment labels, its phase, and the conditions of MachineConditions while it
+// is not running (MachineRunning).
+func trimMachine(in any) (any, error) {
+	m, ok := in.(*clusterv1.Machine)
+	if !ok {
+		return in, nil
+	}
+	out := &clusterv1.Machine{TypeMeta: m.TypeMeta, ObjectMeta: identity(m.ObjectMeta, names.LabelPool, clusterv1.MachineDeploymentNameLabel)}
+	compactMeta(out)
+	out.Status.Phase = intern(m.Status.Phase)
+	if !MachineRunning(m) {
+		out.Status.Conditions = keepConditions(m.Status.Conditions, MachineConditions)
+	}
+	return out, nil
+}
+
+// keepConditions are the conditions of the given types, their strings interned, without
+// their times and generations: nobody reads them, and a change of them alone is no
+// change to what the cache holds.
+func keepConditions(conds []metav1.Condition, types []string) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range conds {
+		if slices.Contains(types, c.Type) {
+			out = append(out, metav1.Condition{Type: intern(c.Type), Status: metav1.ConditionStatus(intern(string(c.Status))),
+				Reason: intern(c.Reason), Message: intern(c.Message)})
+		}
+	}
+	return out
 }
 
 func trimMachineSet(in any) (any, error) {
@@ -210,18 +280,23 @@ func trimTemplate(in any) (any, error) {
 	if !ok {
 		return in, nil
 	}
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: m.OwnerReferences,
-		Labels: map[string]string{},
-	}}
-	for _, k := range []string{names.LabelManagedBy, names.LabelPool} {
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: identity(m.ObjectMeta, names.LabelManagedBy, names.LabelPool)}
+	out.OwnerReferences = m.OwnerReferences
+	compactMeta(out)
+	return out, nil
+}
+
+// identity is what the cache keeps of an object's metadata when it keeps the least:
+// its name, namespace, uid, version, deletion and the labels of keys.
+func identity(m metav1.ObjectMeta, keys ...string) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		DeletionTimestamp: m.DeletionTimestamp, Labels: map[string]string{}}
+	for _, k := range keys {
 		if v, ok := m.Labels[k]; ok {
 			out.Labels[k] = v
 		}
 	}
-	compactMeta(out)
-	return out, nil
+	return out
 }
 
 // internMaxLen: strings longer than this (condition messages naming a pool, say) are

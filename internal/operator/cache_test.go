@@ -1,7 +1,9 @@
 package operator_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 )
 
@@ -139,5 +142,67 @@ func TestCacheTrimsMetadataNobodyReads(t *testing.T) {
 			t.Errorf("%s: labels %v, annotations %v, owners %v; want labels %v, annotations %v, owners %v",
 				kind, got.Labels, got.Annotations, got.OwnerReferences, tc.labels, tc.annotations, tc.owner)
 		}
+	}
+}
+
+// TestCacheKeepsWhatAPoolsStatusReads: of a MachineDeployment the cache keeps the
+// replica counts and the conditions the pool mirrors; of a Machine its name, pool
+// labels and phase, and the conditions that say why only while it is not running and
+// ready, without their times.
+func TestCacheKeepsWhatAPoolsStatusReads(t *testing.T) {
+	byObject := operator.CacheOptions().ByObject
+	transform := func(obj any) any {
+		for k, o := range byObject {
+			if fmt.Sprintf("%T", k) == fmt.Sprintf("%T", obj) {
+				out, err := o.Transform(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+		}
+		t.Fatalf("no cache options for %T", obj)
+		return nil
+	}
+	at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant-web"},
+		Status: clusterv1.MachineDeploymentStatus{UpToDateReplicas: new(int32(2)), AvailableReplicas: new(int32(3)), Conditions: []metav1.Condition{
+			{Type: "RollingOut", Status: metav1.ConditionTrue, Reason: "RollingOut", Message: "Rolling out 1 not up-to-date replicas"},
+			{Type: "MachinesReady", Status: metav1.ConditionTrue, Reason: "Ready"},
+		}}}
+	gotMD := transform(md).(*clusterv1.MachineDeployment)
+	if *gotMD.Status.UpToDateReplicas != 2 || *gotMD.Status.AvailableReplicas != 3 || len(gotMD.Status.Conditions) != 1 ||
+		gotMD.Status.Conditions[0].Type != "RollingOut" {
+		t.Errorf("the cached MachineDeployment: %+v", gotMD.Status)
+	}
+
+	machine := func(phase string, ready metav1.ConditionStatus) *clusterv1.Machine {
+		return &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant-web-x", Annotations: map[string]string{"a": "b"},
+				Labels: map[string]string{names.LabelPool: "web", clusterv1.MachineDeploymentNameLabel: "tenant-web", "other": "x"}},
+			Spec: clusterv1.MachineSpec{ClusterName: "tenant", ProviderID: "kubevirt://x"},
+			Status: clusterv1.MachineStatus{Phase: phase, Addresses: clusterv1.MachineAddresses{{Type: "InternalIP", Address: "10.0.0.1"}},
+				Conditions: []metav1.Condition{
+					{Type: "InfrastructureReady", Status: ready, Reason: "R", Message: "m", LastTransitionTime: at, ObservedGeneration: 2},
+					{Type: "Ready", Status: ready, Reason: "R", LastTransitionTime: at},
+					{Type: "Paused", Status: metav1.ConditionFalse, Reason: "NotPaused"},
+				}},
+		}
+	}
+	running := transform(machine("Running", metav1.ConditionTrue)).(*clusterv1.Machine)
+	if running.Name != "tenant-web-x" || running.Status.Phase != "Running" || len(running.Status.Conditions) != 0 ||
+		len(running.Labels) != 2 || running.Annotations != nil || running.Spec.ProviderID != "" || running.Status.Addresses != nil {
+		t.Errorf("the cached running Machine: %+v", running)
+	}
+	if !operator.MachineRunning(running) {
+		t.Error("the cached copy of a running machine is not running")
+	}
+	failing := transform(machine("Provisioning", metav1.ConditionFalse)).(*clusterv1.Machine)
+	if operator.MachineRunning(failing) || operator.MachineRunning(transform(machine("Running", metav1.ConditionFalse)).(*clusterv1.Machine)) {
+		t.Error("the cached copy of a machine that is not running and ready is running")
+	}
+	if len(failing.Status.Conditions) != 2 || failing.Status.Conditions[0].Message != "m" ||
+		!failing.Status.Conditions[0].LastTransitionTime.IsZero() || failing.Status.Conditions[0].ObservedGeneration != 0 {
+		t.Errorf("the cached Machine that does not run: %+v", failing.Status)
 	}
 }

@@ -85,7 +85,7 @@ func (r *Reconciler) Applier() *apply.Applier { return r.applier }
 // +kubebuilder:rbac:groups=nodegroup.io,resources=nodegroupclasses;locations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinehealthchecks,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets;machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigtemplates;kairosconfigtemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch
@@ -138,8 +138,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 		return resolveFailed(s, in, err)
 	}
 	s.resolved(in, resolve.Conditions())
-	ng.Status.OS = in.Class.OS
-	ng.Status.KubernetesVersion = in.KubernetesVersion
+	s.release = &release{os: in.Class.OS, kubernetesVersion: in.KubernetesVersion}
 
 	violations, err := r.policyViolations(ctx, ng, in)
 	if err != nil {
@@ -171,9 +170,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 		return ctrl.Result{}, err
 	}
 	md := out.MachineDeployment
-	ng.Status.MachineDeploymentName = md.Name
-	ng.Status.BootstrapTemplateName = out.Bootstrap.GetName()
-	ng.Status.InfrastructureTemplateName = out.Infrastructure.GetName()
+	s.objects = &objects{machineDeployment: md.Name, bootstrap: out.Bootstrap.GetName(), infrastructure: out.Infrastructure.GetName()}
 	s.set(v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
 
 	live, err := r.observe(ctx, ng.Namespace, md.Name, written)
@@ -184,7 +181,15 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s.observed(live, desired)
+	notRunning, err := r.notRunning(ctx, ng)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	rolling, err := r.rollingOut(ctx, ng, s.objects, in.KubernetesVersion)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.observed(live, desired, notRunning, rolling)
 	return ctrl.Result{}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -77,5 +78,21 @@ func autoscale(t *testing.T, ns, name string, n int32) {
 	md.Spec.Replicas = ptr(n)
 	if err := env.Client.Patch(context.Background(), md, patch, client.FieldOwner("cluster-autoscaler")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// assertSteady forces ten resyncs of the pool once the controller is quiet, and fails
+// the test if they send any write.
+func assertSteady(t *testing.T, ng *v1.NodeGroup) {
+	t.Helper()
+	waitQuiet(t)
+	before := writes.Load()
+	for range 10 {
+		if _, err := reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load() - before; n != 0 {
+		t.Errorf("ten steady-state resyncs sent %d writes, want 0", n)
 	}
 }

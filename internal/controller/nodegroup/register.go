@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,6 +50,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		For(&v1.NodeGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()))).
 		Owns(&clusterv1.MachineDeployment{}).
 		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel), builder.WithPredicates(machineSetChanged())).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel), builder.WithPredicates(machineChanged())).
 		Watches(&v1.NodeGroupClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(operator.PoolsByClass, false))).
 		Watches(&v1.Location{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(operator.PoolsByLocation, false))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsBy(operator.PoolsByCluster, true))).
@@ -87,6 +89,19 @@ func (r *Reconciler) wire(mapper meta.RESTMapper) {
 // with every machine it creates, drains or deletes.
 func machineSetChanged() predicate.Predicate {
 	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate())
+}
+
+// machineChanged lets through what a pool's status reads of a Machine (its phase and
+// the conditions the cache keeps of it, operator.CacheOptions): its creation, deletion,
+// and a change of its status or deletion timestamp. The cache drops everything else of
+// the status, and the conditions' times, so a heartbeat of Cluster API brings no pool.
+func machineChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*clusterv1.Machine)
+		cur, okNew := e.ObjectNew.(*clusterv1.Machine)
+		return !okOld || !okNew || !old.DeletionTimestamp.Equal(cur.DeletionTimestamp) ||
+			!equality.Semantic.DeepEqual(old.Status, cur.Status)
+	}}
 }
 
 // deletionPredicate lets an object's deletion through (it changes no generation).

@@ -41,3 +41,35 @@ func TestMachineSetChanged(t *testing.T) {
 		t.Error("a MachineSet's creation or removal is filtered out")
 	}
 }
+
+// TestMachineChanged: a Machine wakes its pool when what the cache keeps of its status
+// changes, or its deletion starts; a new resourceVersion alone does not.
+func TestMachineChanged(t *testing.T) {
+	old := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant-workers-x", ResourceVersion: "10"},
+		Status:     clusterv1.MachineStatus{Phase: "Provisioning"},
+	}
+	change := func(f func(m *clusterv1.Machine)) *clusterv1.Machine {
+		m := old.DeepCopy()
+		m.ResourceVersion = "11"
+		f(m)
+		return m
+	}
+	p := machineChanged()
+	for _, tc := range []struct {
+		name string
+		new  *clusterv1.Machine
+		want bool
+	}{
+		{"nothing the cache keeps", change(func(*clusterv1.Machine) {}), false},
+		{"phase", change(func(m *clusterv1.Machine) { m.Status.Phase = "Running" }), true},
+		{"condition", change(func(m *clusterv1.Machine) {
+			m.Status.Conditions = []metav1.Condition{{Type: "InfrastructureReady", Status: metav1.ConditionFalse, Reason: "WaitingForVM"}}
+		}), true},
+		{"deletion", change(func(m *clusterv1.Machine) { now := metav1.Now(); m.DeletionTimestamp = &now }), true},
+	} {
+		if got := p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -44,13 +44,25 @@ const (
 var readyFrom = []string{v1.ConditionClassResolved, v1.ConditionLocationResolved, v1.ConditionClusterFound, v1.ConditionRendered}
 
 // scope is what one reconcile learned of its pool, for the status step: a finding for
-// each condition the reconcile is responsible for, and the counts of the pool's
-// MachineDeployment when it looked at them. A condition it holds no finding for is left
-// exactly as it is; Ready is never found, but derived (ready).
+// each condition the reconcile is responsible for, the release the pool resolved to and
+// the objects it applied when it got that far, and its machines when it looked at
+// them. A condition it holds no finding for is left exactly as it is, and so is a field
+// of what it did not learn; Ready is never found, but derived (ready).
 type scope struct {
 	findings []finding
+	release  *release
+	objects  *objects
 	machines *machines
 }
+
+// release is what the pool runs: its class's OS and its Kubernetes release.
+type release struct {
+	os                v1.OSFamily
+	kubernetesVersion string
+}
+
+// objects are the names of the pool's MachineDeployment and of its current templates.
+type objects struct{ machineDeployment, bootstrap, infrastructure string }
 
 // finding is what a reconcile learned of one condition. Without a status the condition
 // was not evaluated: it keeps what it said, with the generation it said it for, or is
@@ -66,9 +78,13 @@ type finding struct {
 	generation int64
 }
 
-// machines are the counts of the pool's MachineDeployment: the machines it has, those
-// ready, and how many it wants.
-type machines struct{ replicas, ready, desired int32 }
+// machines are what the pool's MachineDeployment and Machines say: the machines it has,
+// those ready, available and up to date, how many it wants, and every machine that is
+// not running (sorted by name; the status lists the first MaxNotRunningMachines).
+type machines struct {
+	replicas, ready, desired, available, upToDate int32
+	notRunning                                    []v1.MachineNotRunning
+}
 
 // newScope is the scope of a reconcile that has found nothing yet: the conditions of
 // readyFrom are due on every pool.
@@ -97,9 +113,79 @@ func (s *scope) put(f finding) {
 	s.findings = append(s.findings, f)
 }
 
-// observed records the counts of the MachineDeployment, which wants desired machines.
-func (s *scope) observed(md *clusterv1.MachineDeployment, desired int32) {
-	s.machines = &machines{replicas: deref(md.Status.Replicas), ready: deref(md.Status.ReadyReplicas), desired: desired}
+// observed records what the MachineDeployment and the pool's machines say: the
+// MachineDeployment wants desired machines, notRunning are those not running, and
+// rolling names what a rollout rolls out. It finds the conditions of the pool's
+// machines in Cluster API's v1beta2 style (machines.conditions).
+func (s *scope) observed(md *clusterv1.MachineDeployment, desired int32, notRunning []v1.MachineNotRunning, rolling string) {
+	m := &machines{replicas: deref(md.Status.Replicas), ready: deref(md.Status.ReadyReplicas), desired: desired,
+		available: deref(md.Status.AvailableReplicas), upToDate: deref(md.Status.UpToDateReplicas), notRunning: notRunning}
+	s.machines = m
+	for _, c := range m.conditions(md.Status.Conditions, rolling) {
+		s.put(c)
+	}
+}
+
+// conditions are the findings of the pool's conditions of its machines: Available,
+// RollingOut, ScalingUp, ScalingDown and UpToDate (mirror.finding).
+func (m *machines) conditions(mdConds []metav1.Condition, rolling string) []finding {
+	upToDate := fmt.Sprintf("%d of %d machines up to date", m.upToDate, m.replicas)
+	scaling := fmt.Sprintf("from %d to %d machines", m.replicas, m.desired)
+	count := fmt.Sprintf("%d of %d machines", m.replicas, m.desired)
+	available := fmt.Sprintf("%d of %d machines available", m.available, m.desired)
+	var out []finding
+	for _, c := range []mirror{
+		{v1.ConditionAvailable, clusterv1.AvailableCondition, m.available >= m.desired,
+			clusterv1.AvailableReason, clusterv1.NotAvailableReason, metav1.ConditionFalse, available, available},
+		{v1.ConditionRollingOut, clusterv1.RollingOutCondition, m.upToDate < m.replicas,
+			clusterv1.RollingOutReason, clusterv1.NotRollingOutReason, metav1.ConditionTrue,
+			upToDate + ", rolling out " + rolling, "not rolling out, " + upToDate},
+		{v1.ConditionScalingUp, clusterv1.ScalingUpCondition, m.replicas < m.desired,
+			clusterv1.ScalingUpReason, clusterv1.NotScalingUpReason, metav1.ConditionTrue, "scaling up " + scaling, "not scaling up, " + count},
+		{v1.ConditionScalingDown, clusterv1.ScalingDownCondition, m.replicas > m.desired,
+			clusterv1.ScalingDownReason, clusterv1.NotScalingDownReason, metav1.ConditionTrue, "scaling down " + scaling, "not scaling down, " + count},
+		{v1.ConditionUpToDate, clusterv1.MachinesUpToDateCondition, m.upToDate >= m.replicas,
+			clusterv1.UpToDateReason, clusterv1.NotUpToDateReason, metav1.ConditionFalse, upToDate, upToDate},
+	} {
+		out = append(out, c.finding(mdConds))
+	}
+	return out
+}
+
+// mirror is one of the pool's conditions of its machines, and the MachineDeployment's
+// condition it mirrors.
+type mirror struct {
+	typ, from string
+	// derived is the status from the counts (True with reason yes, False with no), for a
+	// MachineDeployment without the condition.
+	derived bool
+	yes, no string
+	// notable is the status in which Cluster API's message is worth repeating.
+	notable metav1.ConditionStatus
+	// whenTrue and whenFalse are the pool's message in either status.
+	whenTrue, whenFalse string
+}
+
+// finding is the condition: the status and reason of the MachineDeployment's (of
+// mdConds) where it has one, else derived from the counts; the message says what goes
+// on in the pool's words, followed by Cluster API's while its status is notable.
+func (c mirror) finding(mdConds []metav1.Condition) finding {
+	f := finding{typ: c.typ, status: metav1.ConditionFalse, reason: c.no}
+	if c.derived {
+		f.status, f.reason = metav1.ConditionTrue, c.yes
+	}
+	md := meta.FindStatusCondition(mdConds, c.from)
+	if md != nil {
+		f.status, f.reason = md.Status, md.Reason
+	}
+	f.message = c.whenFalse
+	if f.status == metav1.ConditionTrue {
+		f.message = c.whenTrue
+	}
+	if md != nil && md.Status == c.notable && md.Message != "" {
+		f.message += ": " + oneLine(md.Message)
+	}
+	return f
 }
 
 // conditions computes every condition of the pool at generation gen from the scope and
@@ -161,6 +247,36 @@ func (s *scope) ready(conds []metav1.Condition, gen int64) finding {
 	return f
 }
 
+// The words of status.summary; a failed pool's is summaryFailed and a reason.
+const (
+	summaryReady      = "Ready"
+	summaryRollingOut = "RollingOut"
+	summaryScaling    = "Scaling"
+	summaryNotReady   = "NotReady"
+	summaryPending    = "Pending"
+	summaryFailed     = "Failed: "
+)
+
+// summary is the pool's state in one word, from its conditions (status.summary, the
+// STATUS column): Failed with Ready's reason when a condition Ready is derived from is
+// False; Pending while Ready is Unknown; else RollingOut, Scaling, Ready or NotReady.
+func summary(conds []metav1.Condition) string {
+	ready := meta.FindStatusCondition(conds, v1.ConditionReady)
+	switch {
+	case ready == nil || ready.Status == metav1.ConditionUnknown:
+		return summaryPending
+	case ready.Status == metav1.ConditionFalse && ready.Reason != ReasonMachinesNotReady:
+		return summaryFailed + ready.Reason
+	case meta.IsStatusConditionTrue(conds, v1.ConditionRollingOut):
+		return summaryRollingOut
+	case meta.IsStatusConditionTrue(conds, v1.ConditionScalingUp), meta.IsStatusConditionTrue(conds, v1.ConditionScalingDown):
+		return summaryScaling
+	case ready.Status == metav1.ConditionTrue:
+		return summaryReady
+	}
+	return summaryNotReady
+}
+
 // writeStatus is the status step: it computes the pool's status from what the
 // reconcile found (s) and sends it, when it differs from the status read at the start
 // (old.Status), as a merge patch of the status that carries the resourceVersion read.
@@ -175,9 +291,24 @@ func (s *scope) ready(conds []metav1.Condition, gen int64) finding {
 func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *scope) error {
 	ng.Status.ObservedGeneration = ng.Generation
 	ng.Status.Conditions = s.conditions(old.Status.Conditions, ng.Generation)
+	if r := s.release; r != nil {
+		ng.Status.OS, ng.Status.KubernetesVersion = r.os, r.kubernetesVersion
+	}
+	if o := s.objects; o != nil {
+		ng.Status.MachineDeploymentName, ng.Status.BootstrapTemplateName, ng.Status.InfrastructureTemplateName =
+			o.machineDeployment, o.bootstrap, o.infrastructure
+	}
 	if m := s.machines; m != nil {
 		ng.Status.Replicas, ng.Status.ReadyReplicas, ng.Status.DesiredReplicas = m.replicas, m.ready, &m.desired
+		ng.Status.AvailableReplicas, ng.Status.UpToDateReplicas = m.available, m.upToDate
+		ng.Status.Ready = fmt.Sprintf("%d/%d", m.ready, m.desired)
+		ng.Status.NotRunningMachineCount = int32(len(m.notRunning))
+		ng.Status.NotRunningMachines = nil
+		if len(m.notRunning) > 0 {
+			ng.Status.NotRunningMachines = m.notRunning[:min(len(m.notRunning), v1.MaxNotRunningMachines)]
+		}
 	}
+	ng.Status.Summary = summary(ng.Status.Conditions)
 	if statusEqual(&old.Status, &ng.Status) {
 		return nil
 	}
@@ -190,15 +321,38 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 			continue
 		}
 		was := meta.FindStatusCondition(old.Status.Conditions, c.Type)
-		if was == nil || was.Status != c.Status || was.Reason != c.Reason {
-			kind := corev1.EventTypeNormal
-			if c.Status == metav1.ConditionFalse {
-				kind = corev1.EventTypeWarning
-			}
+		if was != nil && was.Status == c.Status && was.Reason == c.Reason {
+			continue
+		}
+		kind, ok := eventKind(c, was)
+		if ok {
 			r.event(ng, kind, c.Reason, "UpdateStatus", "%s=%s: %s", c.Type, c.Status, c.Message)
 		}
 	}
 	return nil
+}
+
+// eventKind is the type of the event that marks a change of condition c (was, before),
+// and whether it has one. A condition False is a Warning, but of the conditions of the
+// machines only Available is: RollingOut False ends a rollout. Of those, only Available
+// and RollingOut have events (Ready already tells the machines' readiness, and scaling
+// has its own events), and none when it first appears on a pool that had a status (an
+// upgrade of the operator adds them to every pool at once).
+func eventKind(c metav1.Condition, was *metav1.Condition) (string, bool) {
+	switch c.Type {
+	case v1.ConditionScalingUp, v1.ConditionScalingDown, v1.ConditionUpToDate:
+		return "", false
+	case v1.ConditionRollingOut:
+		return corev1.EventTypeNormal, was != nil
+	case v1.ConditionAvailable:
+		if was == nil {
+			return "", false
+		}
+	}
+	if c.Status == metav1.ConditionFalse {
+		return corev1.EventTypeWarning, true
+	}
+	return corev1.EventTypeNormal, true
 }
 
 // statusEqual compares statuses. Condition timestamps compare equal unless a condition

@@ -2,11 +2,13 @@ package nodegroup
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -157,5 +159,155 @@ func TestReadyIsDerived(t *testing.T) {
 func resolvedAll(s *scope) {
 	for _, t := range resolve.Conditions() {
 		s.set(t, yes, ReasonResolved, "")
+	}
+}
+
+// TestMachineConditions: the conditions of the pool's machines mirror the
+// MachineDeployment's status and reason where it has them, are derived from its counts
+// where it does not, and say in their message what goes on.
+func TestMachineConditions(t *testing.T) {
+	type want struct {
+		status  metav1.ConditionStatus
+		reason  string
+		message string
+	}
+	mdCond := func(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg}
+	}
+	for _, tc := range []struct {
+		name    string
+		m       machines
+		mdConds []metav1.Condition
+		want    map[string]want
+	}{
+		{"steady, no conditions on the MachineDeployment", machines{replicas: 3, ready: 3, desired: 3, available: 3, upToDate: 3}, nil, map[string]want{
+			v1.ConditionAvailable:   {yes, "Available", "3 of 3 machines available"},
+			v1.ConditionRollingOut:  {no, "NotRollingOut", "not rolling out, 3 of 3 machines up to date"},
+			v1.ConditionScalingUp:   {no, "NotScalingUp", "not scaling up, 3 of 3 machines"},
+			v1.ConditionScalingDown: {no, "NotScalingDown", "not scaling down, 3 of 3 machines"},
+			v1.ConditionUpToDate:    {yes, "UpToDate", "3 of 3 machines up to date"},
+		}},
+		{"rolling out, derived", machines{replicas: 4, ready: 3, desired: 3, available: 3, upToDate: 2}, nil, map[string]want{
+			v1.ConditionRollingOut:  {yes, "RollingOut", "2 of 4 machines up to date, rolling out bootstrap template web-b"},
+			v1.ConditionScalingDown: {yes, "ScalingDown", "scaling down from 4 to 3 machines"},
+			v1.ConditionUpToDate:    {no, "NotUpToDate", "2 of 4 machines up to date"},
+		}},
+		{"scaling up, mirrored with Cluster API's message", machines{replicas: 1, ready: 1, desired: 3, available: 1, upToDate: 1}, []metav1.Condition{
+			mdCond("ScalingUp", yes, "ScalingUp", "Scaling up from 1 to 3 replicas\n* Machine web-x: waiting for infrastructure"),
+			mdCond("Available", no, "NotAvailable", "1 available replicas, at least 3 required"),
+		}, map[string]want{
+			v1.ConditionScalingUp: {yes, "ScalingUp", "scaling up from 1 to 3 machines: Scaling up from 1 to 3 replicas; Machine web-x: waiting for infrastructure"},
+			v1.ConditionAvailable: {no, "NotAvailable", "1 of 3 machines available: 1 available replicas, at least 3 required"},
+		}},
+		{"Cluster API's status wins over the counts", machines{replicas: 3, desired: 3, available: 3, upToDate: 2}, []metav1.Condition{
+			mdCond("RollingOut", no, "NotRollingOut", ""),
+			mdCond("MachinesUpToDate", unknown, "UpToDateUnknown", "some machines report no UpToDate"),
+		}, map[string]want{
+			v1.ConditionRollingOut: {no, "NotRollingOut", "not rolling out, 2 of 3 machines up to date"},
+			v1.ConditionUpToDate:   {unknown, "UpToDateUnknown", "2 of 3 machines up to date"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scope{machines: &tc.m}
+			for _, f := range tc.m.conditions(tc.mdConds, "bootstrap template web-b") {
+				s.put(f)
+			}
+			conds := s.conditions(nil, gen)
+			for typ, w := range tc.want {
+				c := meta.FindStatusCondition(conds, typ)
+				if c == nil {
+					t.Fatalf("no %s", typ)
+				}
+				if c.Status != w.status || c.Reason != w.reason || c.Message != w.message || c.ObservedGeneration != gen {
+					t.Errorf("%s: %s %s %q for %d, want %s %s %q for %d", typ, c.Status, c.Reason, c.Message, c.ObservedGeneration,
+						w.status, w.reason, w.message, gen)
+				}
+			}
+		})
+	}
+}
+
+// TestSummary: status.summary is Failed with the reason of the first failing step, Pending
+// until Ready is known, and otherwise what the machines do.
+func TestSummary(t *testing.T) {
+	with := func(cs ...metav1.Condition) []metav1.Condition { return cs }
+	for _, tc := range []struct {
+		name  string
+		conds []metav1.Condition
+		want  string
+	}{
+		{"new", nil, "Pending"},
+		{"not checked", with(cond(v1.ConditionReady, unknown, ReasonNotChecked, gen)), "Pending"},
+		{"class missing", with(cond(v1.ConditionReady, no, "ClassNotFound", gen)), "Failed: ClassNotFound"},
+		{"rolling out", with(cond(v1.ConditionReady, no, ReasonMachinesNotReady, gen), cond(v1.ConditionRollingOut, yes, "RollingOut", gen)), "RollingOut"},
+		{"ready while rolling out", with(cond(v1.ConditionReady, yes, ReasonMachinesReady, gen), cond(v1.ConditionRollingOut, yes, "RollingOut", gen)), "RollingOut"},
+		{"scaling down", with(cond(v1.ConditionReady, no, ReasonMachinesNotReady, gen), cond(v1.ConditionScalingDown, yes, "ScalingDown", gen)), "Scaling"},
+		{"a machine not ready", with(cond(v1.ConditionReady, no, ReasonMachinesNotReady, gen), cond(v1.ConditionRollingOut, no, "NotRollingOut", gen)), "NotReady"},
+		{"ready", with(cond(v1.ConditionReady, yes, ReasonMachinesReady, gen), cond(v1.ConditionScalingUp, no, "NotScalingUp", gen)), "Ready"},
+	} {
+		if got := summary(tc.conds); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestMachineNotRunning: a machine not running is reported with the first condition
+// that says why, its message on one line and bounded.
+func TestMachineNotRunning(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct {
+		name string
+		m    clusterv1.Machine
+		want v1.MachineNotRunning
+	}{
+		{"waiting for infrastructure", clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: clusterv1.MachineStatus{Phase: "Provisioning",
+			Conditions: []metav1.Condition{
+				{Type: "BootstrapConfigReady", Status: yes, Reason: "Ready"},
+				{Type: "InfrastructureReady", Status: no, Reason: "NotReady", Message: "* VM web-a:\n  * not scheduled"},
+				{Type: "Ready", Status: no, Reason: "NotReady", Message: "everything"},
+			}}},
+			v1.MachineNotRunning{Name: "a", Phase: "Provisioning", Condition: "InfrastructureReady", Reason: "NotReady", Message: "VM web-a:; not scheduled"}},
+		{"deleting", clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Status: clusterv1.MachineStatus{Phase: "Deleting",
+			Conditions: []metav1.Condition{{Type: "Deleting", Status: yes, Reason: "DrainingNode", Message: long}}}},
+			v1.MachineNotRunning{Name: "b", Phase: "Deleting", Condition: "Deleting", Reason: "DrainingNode", Message: long[:253] + "..."}},
+		{"no conditions", clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Status: clusterv1.MachineStatus{Phase: "Pending"}},
+			v1.MachineNotRunning{Name: "c", Phase: "Pending"}},
+	} {
+		if got := machineNotRunning(&tc.m); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestEventKind: a condition turning False is a Warning, except RollingOut ending; the
+// machines' conditions that Ready or scaling already report have no event, and none of
+// them has one when it first appears.
+func TestEventKind(t *testing.T) {
+	was := func(s metav1.ConditionStatus) *metav1.Condition { return &metav1.Condition{Status: s} }
+	for _, tc := range []struct {
+		typ    string
+		status metav1.ConditionStatus
+		was    *metav1.Condition
+		kind   string // empty: no event
+	}{
+		{v1.ConditionRendered, no, was(yes), "Warning"},
+		{v1.ConditionRendered, yes, nil, "Normal"},
+		{v1.ConditionTalosIdentityReady, no, nil, "Warning"},
+		{v1.ConditionAvailable, no, was(yes), "Warning"},
+		{v1.ConditionAvailable, no, nil, ""},
+		{v1.ConditionRollingOut, yes, was(no), "Normal"},
+		{v1.ConditionRollingOut, no, was(yes), "Normal"},
+		{v1.ConditionRollingOut, yes, nil, ""},
+		{v1.ConditionScalingUp, yes, was(no), ""},
+		{v1.ConditionScalingDown, no, was(yes), ""},
+		{v1.ConditionUpToDate, no, was(yes), ""},
+	} {
+		kind, ok := eventKind(metav1.Condition{Type: tc.typ, Status: tc.status}, tc.was)
+		if !ok {
+			kind = ""
+		}
+		if kind != tc.kind {
+			t.Errorf("%s=%s (was %v): event %q, want %q", tc.typ, tc.status, tc.was, kind, tc.kind)
+		}
 	}
 }
