@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -55,12 +56,20 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "render: -o %q: use yaml or json\n", *output)
 		return 2
 	}
-	ng := &v1.NodeGroup{}
-	if err := readObject(*poolFile, "NodeGroup", ng); err != nil {
-		fmt.Fprintln(stderr, "render:", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ng, _, err := readPool(ctx, *poolFile, "")
+	if apierrors.IsInvalid(err) {
+		fmt.Fprintln(stderr, "render: the API server would refuse the pool:")
+		refusedByAPIServer(stderr, "  - ", err)
+		return 1
+	}
+	if err != nil {
+		if !refusedByAPIServer(stderr, "render: ", err) {
+			fmt.Fprintln(stderr, "render:", err)
+		}
 		return 2
 	}
-	defaultPool(ng)
 	s := scheme.New()
 	store := offline.NewStore(s)
 	for _, f := range objects {
@@ -73,8 +82,6 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 
 	resolver := &resolve.Resolver{Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default(),
 		ManagementDNS: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, ManagementDNSDomain: "cluster.local"}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	in, err := resolver.Resolve(ctx, ng)
 	if err != nil {
 		var rerr *resolve.Error

@@ -5,17 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
-	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
 func validate(args []string, stdout, stderr io.Writer) int {
@@ -36,51 +34,51 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "validate: -f pool.yaml is required")
 		return 2
 	}
-	in, err := loadInput(*poolFile, *classFile, *locationFile, *oldFile, *oldClassFile, *nsLabels)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	in, err := loadInput(ctx, *poolFile, *classFile, *locationFile, *oldFile, *oldClassFile, *nsLabels)
+	if apierrors.IsInvalid(err) {
+		// The API server refuses the pool itself, before its webhook would see it.
+		fmt.Fprintf(stdout, "%s is refused:\n", poolName(*poolFile))
+		refusedByAPIServer(stdout, "  - ", err)
+		return 1
+	}
 	if err != nil {
-		fmt.Fprintln(stderr, "validate:", err)
+		if !refusedByAPIServer(stderr, "validate: ", err) {
+			fmt.Fprintln(stderr, "validate:", err)
+		}
 		return 2
 	}
 	in.ControlPlaneVersion = *cpVersion
 	in.MachineDeploymentExists = *running
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	violations, err := policy.Evaluate(ctx, in)
 	if err != nil {
 		fmt.Fprintln(stderr, "validate:", err)
 		return 2
 	}
-	name := in.Object.Namespace + "/" + in.Object.Name
+	name := "NodeGroup " + in.Object.Namespace + "/" + in.Object.Name
 	if len(violations) == 0 {
-		fmt.Fprintf(stdout, "NodeGroup %s is admitted\n", name)
+		fmt.Fprintf(stdout, "%s is admitted\n", name)
 		return 0
 	}
-	fmt.Fprintf(stdout, "NodeGroup %s is refused:\n", name)
+	fmt.Fprintf(stdout, "%s is refused:\n", name)
 	for _, v := range violations {
 		fmt.Fprintf(stdout, "  - %s (%s)\n", v.String(), v.Rule)
 	}
 	return 1
 }
 
-func loadInput(poolFile, classFile, locationFile, oldFile, oldClassFile, nsLabels string) (policy.Input, error) {
+func loadInput(ctx context.Context, poolFile, classFile, locationFile, oldFile, oldClassFile, nsLabels string) (policy.Input, error) {
 	var in policy.Input
-	ng := &v1.NodeGroup{}
-	if err := readObject(poolFile, "NodeGroup", ng); err != nil {
-		return in, err
-	}
-	defaultPool(ng)
-	in.Object = ng
-	class, err := classSpec(ng.Spec.NodeGroupClassName, classFile)
+	ng, old, err := readPool(ctx, poolFile, oldFile)
 	if err != nil {
 		return in, err
 	}
-	in.Class = class
-	if oldFile != "" {
-		old := &v1.NodeGroup{}
-		if err := readObject(oldFile, "NodeGroup", old); err != nil {
-			return in, err
-		}
-		defaultPool(old)
+	in.Object = ng
+	if in.Class, err = classSpec(ng.Spec.NodeGroupClassName, classFile); err != nil {
+		return in, err
+	}
+	if old != nil {
 		in.OldObject = old
 		if in.OldClass, err = classSpec(old.Spec.NodeGroupClassName, oldClassFile); err != nil {
 			return in, err
@@ -116,16 +114,6 @@ func loadInput(poolFile, classFile, locationFile, oldFile, oldClassFile, nsLabel
 	return in, nil
 }
 
-// defaultPool applies the CRD defaults the API server would.
-func defaultPool(ng *v1.NodeGroup) {
-	if ng.Spec.NodeGroupClassName == "" {
-		ng.Spec.NodeGroupClassName = v1.BuiltinTalosClass
-	}
-	if ng.Spec.LocationName == "" {
-		ng.Spec.LocationName = v1.BuiltinLocation
-	}
-}
-
 func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
 	if spec, ok := resolve.BuiltinClass(name); ok && file == "" {
 		return &spec, nil
@@ -144,30 +132,4 @@ func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
 		return nil, fmt.Errorf("class %q: %w", name, err)
 	}
 	return &class.Spec, nil
-}
-
-// readObject reads one object of the given kind, refusing unknown fields.
-func readObject(path, kind string, into any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if docs, err := yamldocs.Objects(data); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	} else if len(docs) > 1 {
-		return fmt.Errorf("%s holds several YAML documents (%d): validate takes one object per file", path, len(docs))
-	}
-	var meta struct {
-		Kind string `json:"kind"`
-	}
-	if err := yaml.Unmarshal(data, &meta); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if meta.Kind != kind {
-		return fmt.Errorf("%s: kind %q, want %s", path, meta.Kind, kind)
-	}
-	if err := yaml.UnmarshalStrict(data, into); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }

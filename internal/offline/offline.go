@@ -7,6 +7,7 @@ package offline
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,8 +72,12 @@ func (s *Store) AddFile(path string) error {
 	return nil
 }
 
-// Add adds one object.
+// Add adds one object. A Secret's stringData is merged into its data, as the API server
+// does when it stores one (a key in both takes the stringData value).
 func (s *Store) Add(u *unstructured.Unstructured) {
+	if u.GroupVersionKind().GroupKind() == secretKind {
+		u = mergeStringData(u)
+	}
 	b, _ := json.Marshal(u.Object)
 	s.objs[storeKey{u.GroupVersionKind().GroupKind(), u.GetNamespace(), u.GetName()}] = stored{b, u.GetLabels()}
 }
@@ -91,6 +96,26 @@ func (s *Store) AddObject(obj client.Object) error {
 	u.SetGroupVersionKind(gvk)
 	s.Add(u)
 	return nil
+}
+
+var secretKind = schema.GroupKind{Kind: "Secret"}
+
+func mergeStringData(u *unstructured.Unstructured) *unstructured.Unstructured {
+	stringData, ok, _ := unstructured.NestedStringMap(u.Object, "stringData")
+	if !ok {
+		return u
+	}
+	u = u.DeepCopy()
+	data, _, _ := unstructured.NestedMap(u.Object, "data")
+	if data == nil {
+		data = map[string]any{}
+	}
+	for k, v := range stringData {
+		data[k] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	u.Object["data"] = data
+	delete(u.Object, "stringData")
+	return u
 }
 
 // Has reports whether an object of that kind and key is in the store.

@@ -119,10 +119,14 @@ func (k *Kind) Create(ctx context.Context, obj *unstructured.Unstructured) error
 
 // Update is Create for an update of old, which is taken as stored (defaulted): rules
 // compare obj with it, and a value that was already invalid in old is let be
-// (validation ratcheting, on by default in the API server).
+// (validation ratcheting, on by default in the API server). An obj without a
+// resourceVersion is applied over old, as kubectl apply does, and takes old's.
 func (k *Kind) Update(ctx context.Context, obj, old *unstructured.Unstructured) error {
 	if err := k.decode(obj); err != nil {
 		return err
+	}
+	if obj.GetResourceVersion() == "" {
+		obj.SetResourceVersion(old.GetResourceVersion())
 	}
 	// What a client does not set on an update (rest.BeforeUpdate): the system's fields
 	// of the stored object.
