@@ -20,17 +20,17 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
-// readPool reads the NodeGroup of path as the API server would store it: unknown fields
+// readPool reads the NodeGroup of path (the one named name, when path holds several) as the API server would store it: unknown fields
 // refused, the CRD's defaults applied, its schema and rules checked, on a create, or on
 // an update of the pool of oldPath when that is given (taken as stored: defaulted, not
 // checked). A pool the API server would refuse returns its answer, an
 // *apierrors.StatusError (see refusedByAPIServer); any other error is one of the input.
-func readPool(ctx context.Context, path, oldPath string) (pool, old *v1.NodeGroup, err error) {
+func readPool(ctx context.Context, path, name, oldPath string) (pool, old *v1.NodeGroup, err error) {
 	kind, err := customresource.NodeGroup()
 	if err != nil {
 		return nil, nil, err
 	}
-	u, err := readDocument(path, "NodeGroup")
+	u, err := readNamed(path, "NodeGroup", name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,16 +96,33 @@ func refusedByAPIServer(w io.Writer, indent string, err error) bool {
 }
 
 // poolName is "NodeGroup namespace/name" of the pool in path, as far as it can be read.
-func poolName(path string) string {
-	u, err := readDocument(path, "NodeGroup")
+func poolName(path, name string) string {
+	u, err := readNamed(path, "NodeGroup", name)
 	if err != nil {
 		return "NodeGroup in " + path
 	}
 	return "NodeGroup " + u.GetNamespace() + "/" + u.GetName()
 }
 
-// readDocument reads the one object of path, of the given kind.
-func readDocument(path, kind string) (*unstructured.Unstructured, error) {
+// readNamed reads the object of the given kind and name of path, or its one object
+// when name is empty or the file holds one document.
+func readNamed(path, kind, name string) (*unstructured.Unstructured, error) {
+	docs, err := readDocuments(path)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" || len(docs) == 1 {
+		return readDocument(path, kind)
+	}
+	for _, d := range docs {
+		if d.GetKind() == kind && d.GetName() == name {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("%s holds no %s %q", path, kind, name)
+}
+
+func readDocuments(path string) ([]*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -114,11 +131,20 @@ func readDocument(path, kind string) (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return docs, nil
+}
+
+// readDocument reads the one object of path, of the given kind.
+func readDocument(path, kind string) (*unstructured.Unstructured, error) {
+	docs, err := readDocuments(path)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case len(docs) == 0:
 		return nil, fmt.Errorf("%s holds no object", path)
 	case len(docs) > 1:
-		return nil, fmt.Errorf("%s holds several YAML documents (%d): one object per file", path, len(docs))
+		return nil, fmt.Errorf("%s holds several YAML documents (%d): name the one to read with --name", path, len(docs))
 	}
 	if docs[0].GetKind() != kind {
 		return nil, fmt.Errorf("%s: kind %q, want %s", path, docs[0].GetKind(), kind)
@@ -126,9 +152,10 @@ func readDocument(path, kind string) (*unstructured.Unstructured, error) {
 	return docs[0], nil
 }
 
-// readObject reads the one object of path, of the given kind, refusing unknown fields.
-func readObject(path, kind string, into any) error {
-	u, err := readDocument(path, kind)
+// readObject reads the object of path of the given kind and name (its one object of
+// that kind, when it holds one document), refusing unknown fields.
+func readObject(path, kind, name string, into any) error {
+	u, err := readNamed(path, kind, name)
 	if err != nil {
 		return err
 	}

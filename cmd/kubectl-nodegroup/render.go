@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +46,8 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&objects, "objects", "a YAML file of the objects the pool needs: its Cluster and control plane, class, location, namespace, the Talos secrets (repeatable)")
 	apiserverIP := fs.String("apiserver-ip", "", "ClusterIP of the tenant API server Service, when the files do not hold the Service")
 	dnsIP := fs.String("management-dns-ip", "", "ClusterIP of the management cluster's DNS Service (kube-system/kube-dns)")
+	endpoint := fs.String("control-plane-endpoint", "", "host:port of the tenant API server, when the files hold the Cluster without its spec.controlPlaneEndpoint (the control-plane provider publishes it)")
+	name := fs.String("name", "", "the pool to render, when the file holds several")
 	output := fs.String("o", "yaml", "output format: yaml or json")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -58,7 +62,7 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ng, _, err := readPool(ctx, *poolFile, "")
+	ng, _, err := readPool(ctx, *poolFile, *name, "")
 	if apierrors.IsInvalid(err) {
 		fmt.Fprintln(stderr, "render: the API server would refuse the pool:")
 		refusedByAPIServer(stderr, "  - ", err)
@@ -78,7 +82,10 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	addDefaults(store, s, ng, *apiserverIP, *dnsIP)
+	if err := addDefaults(store, s, ng, *apiserverIP, *dnsIP, *endpoint); err != nil {
+		fmt.Fprintln(stderr, "render:", err)
+		return 2
+	}
 
 	resolver := &resolve.Resolver{Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default(),
 		ManagementDNS: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, ManagementDNSDomain: "cluster.local"}
@@ -124,8 +131,9 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // addDefaults adds what the files may leave out: the built-in location (admitting every
-// namespace), the pool's namespace, and the Services whose address is given by flag.
-func addDefaults(store *offline.Store, s *runtime.Scheme, ng *v1.NodeGroup, apiserverIP, dnsIP string) {
+// namespace), the pool's namespace, the Services whose address is given by flag, and the
+// Cluster's control-plane endpoint when given by flag.
+func addDefaults(store *offline.Store, s *runtime.Scheme, ng *v1.NodeGroup, apiserverIP, dnsIP, endpoint string) error {
 	put := func(obj client.Object, replace bool) {
 		gvks, _, _ := s.ObjectKinds(obj)
 		if len(gvks) == 0 || (!replace && store.Has(gvks[0].GroupKind(), client.ObjectKeyFromObject(obj))) {
@@ -144,18 +152,32 @@ func addDefaults(store *offline.Store, s *runtime.Scheme, ng *v1.NodeGroup, apis
 	if dnsIP != "" {
 		setIP(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"}, Spec: corev1.ServiceSpec{ClusterIP: dnsIP}})
 	}
+	cluster := &unstructured.Unstructured{}
+	cluster.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	cluster.SetKind("Cluster")
+	if store.Get(context.Background(), client.ObjectKey{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}, cluster) != nil {
+		return nil
+	}
 	if apiserverIP != "" {
 		// Kamaji names the tenant API server's Service after the control plane; the
 		// Cluster's controlPlaneRef says which.
-		cluster := &unstructured.Unstructured{}
-		cluster.SetAPIVersion("cluster.x-k8s.io/v1beta2")
-		cluster.SetKind("Cluster")
-		if store.Get(context.Background(), client.ObjectKey{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}, cluster) == nil {
-			if cp, _, _ := unstructured.NestedString(cluster.Object, "spec", "controlPlaneRef", "name"); cp != "" {
-				setIP(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ng.Namespace, Name: cp}, Spec: corev1.ServiceSpec{ClusterIP: apiserverIP}})
-			}
+		if cp, _, _ := unstructured.NestedString(cluster.Object, "spec", "controlPlaneRef", "name"); cp != "" {
+			setIP(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ng.Namespace, Name: cp}, Spec: corev1.ServiceSpec{ClusterIP: apiserverIP}})
 		}
 	}
+	if endpoint != "" {
+		host, port, err := net.SplitHostPort(endpoint)
+		if err != nil {
+			return fmt.Errorf("--control-plane-endpoint %q: %w", endpoint, err)
+		}
+		p, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			return fmt.Errorf("--control-plane-endpoint %q: port: %w", endpoint, err)
+		}
+		_ = unstructured.SetNestedMap(cluster.Object, map[string]any{"host": host, "port": p}, "spec", "controlPlaneEndpoint")
+		store.Add(cluster)
+	}
+	return nil
 }
 
 func print(w io.Writer, out *render.Output, format string) error {

@@ -20,6 +20,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	poolFile := fs.String("f", "", "the NodeGroup (YAML)")
+	name := fs.String("name", "", "the pool to validate, when the file holds several")
 	classFile := fs.String("class", "", "the NodeGroupClass the pool names (YAML); built-in classes need none")
 	locationFile := fs.String("location", "", "the Location the pool names (YAML); without it the built-in in-cluster location, which admits every namespace")
 	nsLabels := fs.String("namespace-labels", "", "labels of the pool's namespace, k=v,k=v")
@@ -36,10 +37,10 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	in, err := loadInput(ctx, *poolFile, *classFile, *locationFile, *oldFile, *oldClassFile, *nsLabels)
+	in, err := loadInput(ctx, *poolFile, *name, *classFile, *locationFile, *oldFile, *oldClassFile, *nsLabels)
 	if apierrors.IsInvalid(err) {
 		// The API server refuses the pool itself, before its webhook would see it.
-		fmt.Fprintf(stdout, "%s is refused:\n", poolName(*poolFile))
+		fmt.Fprintf(stdout, "%s is refused:\n", poolName(*poolFile, *name))
 		refusedByAPIServer(stdout, "  - ", err)
 		return 1
 	}
@@ -56,21 +57,21 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "validate:", err)
 		return 2
 	}
-	name := "NodeGroup " + in.Object.Namespace + "/" + in.Object.Name
+	pool := "NodeGroup " + in.Object.Namespace + "/" + in.Object.Name
 	if len(violations) == 0 {
-		fmt.Fprintf(stdout, "%s is admitted\n", name)
+		fmt.Fprintf(stdout, "%s is admitted\n", pool)
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s is refused:\n", name)
+	fmt.Fprintf(stdout, "%s is refused:\n", pool)
 	for _, v := range violations {
 		fmt.Fprintf(stdout, "  - %s (%s)\n", v.String(), v.Rule)
 	}
 	return 1
 }
 
-func loadInput(ctx context.Context, poolFile, classFile, locationFile, oldFile, oldClassFile, nsLabels string) (policy.Input, error) {
+func loadInput(ctx context.Context, poolFile, name, classFile, locationFile, oldFile, oldClassFile, nsLabels string) (policy.Input, error) {
 	var in policy.Input
-	ng, old, err := readPool(ctx, poolFile, oldFile)
+	ng, old, err := readPool(ctx, poolFile, name, oldFile)
 	if err != nil {
 		return in, err
 	}
@@ -92,7 +93,7 @@ func loadInput(ctx context.Context, poolFile, classFile, locationFile, oldFile, 
 			AllowedNamespaces: &metav1.LabelSelector{}}
 	} else {
 		loc := &v1.Location{}
-		if err := readObject(locationFile, "Location", loc); err != nil {
+		if err := readObject(locationFile, "Location", ng.Spec.LocationName, loc); err != nil {
 			return in, err
 		}
 		if loc.Name != ng.Spec.LocationName {
@@ -122,7 +123,7 @@ func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
 		return nil, fmt.Errorf("the pool names class %q: pass it with --class", name)
 	}
 	class := &v1.NodeGroupClass{}
-	if err := readObject(file, "NodeGroupClass", class); err != nil {
+	if err := readObject(file, "NodeGroupClass", name, class); err != nil {
 		return nil, err
 	}
 	if class.Name != name {
