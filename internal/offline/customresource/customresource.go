@@ -51,16 +51,17 @@ type Kind struct {
 }
 
 // NodeGroup is the NodeGroup kind of the CRD embedded from the chart.
-func NodeGroup() (*Kind, error) { return Load(charts.NodeGroupCRD) }
+func NodeGroup() (*Kind, error) { return Load(charts.NodeGroupCRD, "") }
 
-// Load reads a CRD (YAML) and prepares its storage version as the API server does.
-func Load(crdYAML []byte) (*Kind, error) {
+// Load reads a CRD (YAML) and prepares the version it serves of that name (its storage
+// version when version is empty) as the API server does.
+func Load(crdYAML []byte, version string) (*Kind, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := yaml.UnmarshalStrict(crdYAML, crd); err != nil {
 		return nil, fmt.Errorf("CRD: %w", err)
 	}
 	for _, v := range crd.Spec.Versions {
-		if !v.Storage {
+		if (version == "" && !v.Storage) || (version != "" && v.Name != version) {
 			continue
 		}
 		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
@@ -87,7 +88,7 @@ func Load(crdYAML []byte) (*Kind, error) {
 			cel:        cel.NewValidator(structural, true, celconfig.PerCallLimit),
 		}, nil
 	}
-	return nil, fmt.Errorf("CRD %s: no storage version", crd.Name)
+	return nil, fmt.Errorf("CRD %s: no version %q", crd.Name, version)
 }
 
 // GroupVersionKind is the kind's group, storage version and name.
