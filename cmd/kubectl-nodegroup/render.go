@@ -74,21 +74,11 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	s := scheme.New()
-	store := offline.NewStore(s)
-	for _, f := range objects {
-		if err := store.AddFile(f); err != nil {
-			fmt.Fprintln(stderr, "render:", err)
-			return 2
-		}
-	}
-	if err := addDefaults(store, s, ng, *apiserverIP, *dnsIP, *endpoint); err != nil {
+	store, resolver, err := offlineCluster(objects, ng, *apiserverIP, *dnsIP, *endpoint)
+	if err != nil {
 		fmt.Fprintln(stderr, "render:", err)
 		return 2
 	}
-
-	resolver := &resolve.Resolver{Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default(),
-		ManagementDNS: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, ManagementDNSDomain: "cluster.local"}
 	in, err := resolver.Resolve(ctx, ng)
 	if err != nil {
 		var rerr *resolve.Error
@@ -128,6 +118,23 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 0
+}
+
+// offlineCluster is a store of the objects of files and of what they may leave out
+// (addDefaults), and a resolver that reads it as the operator reads the cluster.
+func offlineCluster(files []string, ng *v1.NodeGroup, apiserverIP, dnsIP, endpoint string) (*offline.Store, *resolve.Resolver, error) {
+	s := scheme.New()
+	store := offline.NewStore(s)
+	for _, f := range files {
+		if err := store.AddFile(f); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := addDefaults(store, s, ng, apiserverIP, dnsIP, endpoint); err != nil {
+		return nil, nil, err
+	}
+	return store, &resolve.Resolver{Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default(),
+		ManagementDNS: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, ManagementDNSDomain: "cluster.local"}, nil
 }
 
 // addDefaults adds what the files may leave out: the built-in location (admitting every

@@ -14,6 +14,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/webhook"
 )
 
 func validate(args []string, stdout, stderr io.Writer) int {
@@ -21,6 +22,8 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	poolFile := fs.String("f", "", "the NodeGroup (YAML)")
 	name := fs.String("name", "", "the pool to validate, when the file holds several")
+	var objects multiFlag
+	fs.Var(&objects, "objects", "a YAML file of the objects the webhook reads: classes, locations, the pool's namespace, its Cluster and control plane, its MachineDeployment (repeatable); the pool is then judged by the webhook's own code, and --class, --location, --namespace-labels, --control-plane-version and --running are not used")
 	classFile := fs.String("class", "", "the NodeGroupClass the pool names (YAML); built-in classes need none")
 	locationFile := fs.String("location", "", "the Location the pool names (YAML); without it the built-in in-cluster location, which admits every namespace")
 	nsLabels := fs.String("namespace-labels", "", "labels of the pool's namespace, k=v,k=v")
@@ -37,7 +40,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	in, err := loadInput(ctx, *poolFile, *name, *classFile, *locationFile, *oldFile, *oldClassFile, *nsLabels)
+	ng, old, err := readPool(ctx, *poolFile, *name, *oldFile)
 	if apierrors.IsInvalid(err) {
 		// The API server refuses the pool itself, before its webhook would see it.
 		fmt.Fprintf(stdout, "%s is refused:\n", poolName(*poolFile, *name))
@@ -50,6 +53,30 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	pool := "NodeGroup " + ng.Namespace + "/" + ng.Name
+	if len(objects) > 0 {
+		store, resolver, err := offlineCluster(objects, ng, "", "", "")
+		if err != nil {
+			fmt.Fprintln(stderr, "validate:", err)
+			return 2
+		}
+		denied, err := (&webhook.NodeGroupValidator{Reader: store, Resolver: resolver}).Check(ctx, ng, old)
+		if err != nil {
+			fmt.Fprintln(stderr, "validate:", err)
+			return 2
+		}
+		if denied == "" {
+			fmt.Fprintf(stdout, "%s is admitted\n", pool)
+			return 0
+		}
+		fmt.Fprintf(stdout, "%s is refused:\n  - %s\n", pool, denied)
+		return 1
+	}
+	in, err := loadInput(ng, old, *classFile, *locationFile, *oldClassFile, *nsLabels)
+	if err != nil {
+		fmt.Fprintln(stderr, "validate:", err)
+		return 2
+	}
 	in.ControlPlaneVersion = *cpVersion
 	in.MachineDeploymentExists = *running
 	violations, err := policy.Evaluate(ctx, in)
@@ -57,7 +84,6 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "validate:", err)
 		return 2
 	}
-	pool := "NodeGroup " + in.Object.Namespace + "/" + in.Object.Name
 	if len(violations) == 0 {
 		fmt.Fprintf(stdout, "%s is admitted\n", pool)
 		return 0
@@ -69,13 +95,11 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-func loadInput(ctx context.Context, poolFile, name, classFile, locationFile, oldFile, oldClassFile, nsLabels string) (policy.Input, error) {
-	var in policy.Input
-	ng, old, err := readPool(ctx, poolFile, name, oldFile)
-	if err != nil {
-		return in, err
-	}
-	in.Object = ng
+// loadInput builds the rules' input from the files given by flag, for a pool (and the
+// pool it replaces, or nil) read with readPool.
+func loadInput(ng, old *v1.NodeGroup, classFile, locationFile, oldClassFile, nsLabels string) (policy.Input, error) {
+	in := policy.Input{Object: ng}
+	var err error
 	if in.Class, err = classSpec(ng.Spec.NodeGroupClassName, classFile); err != nil {
 		return in, err
 	}

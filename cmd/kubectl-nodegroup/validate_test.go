@@ -105,6 +105,12 @@ func TestValidate(t *testing.T) {
   - spec.labels[a]: Invalid value: "x\ny": spec.labels values must be valid label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit
   - spec.taints[0].key: Invalid value: "a;b": spec.taints[].key must be a valid label key
 `},
+		{"judged by the webhook's code from the objects given", func(t *testing.T) []string {
+			return []string{"validate", "-f", "../../examples/pools.yaml", "--name", "kairos", "--objects", "../../examples/tenant.yaml", "--objects", "../../examples/platform.yaml"}
+		}, 0, "NodeGroup tenant-demo/kairos is admitted"},
+		{"a class missing from the objects given", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--objects", "../../examples/platform.yaml"}
+		}, 1, `NodeGroupClass "kairos-own" does not exist: set spec.nodeGroupClassName to a published class (kubectl get nodegroupclasses)`},
 		{"missing class file", func(t *testing.T) []string { return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML)} }, 2, `pass it with --class`},
 		{"unknown field", func(t *testing.T) []string {
 			return []string{"validate", "-f", write(t, "p.yaml", poolYAML+"  colour: blue\n")}

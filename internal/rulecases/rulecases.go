@@ -5,11 +5,14 @@
 package rulecases
 
 import (
+	"encoding/json"
 	"strings"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -165,4 +168,20 @@ func NodeGroups() []Case {
 			s.HealthCheck = &v1.HealthCheck{UnhealthyNotReadyTimeout: &metav1.Duration{Duration: 300e9}}
 		})},
 	}
+}
+
+// AsSent is ng as a client sends it: its JSON, read back as the API server reads a body.
+func AsSent(t testing.TB, ng *v1.NodeGroup) *unstructured.Unstructured {
+	t.Helper()
+	ng = ng.DeepCopy()
+	ng.APIVersion, ng.Kind = v1.GroupVersion.String(), "NodeGroup"
+	b, err := json.Marshal(ng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -56,25 +56,33 @@ func (v *NodeGroupValidator) Handle(ctx context.Context, req admission.Request) 
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}
-	in, denied, err := v.input(ctx, ng, old)
+	denied, err := v.Check(ctx, ng, old)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if denied != "" {
 		return admission.Denied(denied)
 	}
+	return admission.Allowed("")
+}
+
+// Check is the verdict on a pool's create (old nil) or update: the message a denial
+// carries, or "" when the pool is admitted. The kubectl plugin calls it offline, with a
+// Reader and Resolver over files, so that it refuses with the webhook's words.
+func (v *NodeGroupValidator) Check(ctx context.Context, ng, old *v1.NodeGroup) (string, error) {
+	in, denied, err := v.input(ctx, ng, old)
+	if err != nil || denied != "" {
+		return denied, err
+	}
 	violations, err := policy.Evaluate(ctx, in)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return "", err
 	}
-	if len(violations) > 0 {
-		msgs := make([]string, len(violations))
-		for i, vi := range violations {
-			msgs[i] = vi.String()
-		}
-		return admission.Denied(strings.Join(msgs, "; "))
+	msgs := make([]string, len(violations))
+	for i, vi := range violations {
+		msgs[i] = vi.String()
 	}
-	return admission.Allowed("")
+	return strings.Join(msgs, "; "), nil
 }
 
 // input gathers what the rules read (policy.Gather), once the class, the location and

@@ -59,31 +59,35 @@ func platform(t *testing.T) {
 	}})
 }
 
+// admissionCases are pools in a tenant namespace labelled tier=silver, on the platform
+// of platform(t), that the webhook admits (wantErr empty) or denies with a message
+// containing wantErr.
+var admissionCases = []struct {
+	name    string
+	mutate  func(*v1.NodeGroupSpec)
+	wantErr string
+}{
+	{"plain pool", nil, ""},
+	{"unknown class", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" }, `NodeGroupClass "nope" does not exist`},
+	{"unknown location", func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, `Location "nowhere" does not exist`},
+	{"location not admitting the namespace", func(s *v1.NodeGroupSpec) { s.LocationName = "gold-only" }, "spec.locationName"},
+	{"talos-only field on a custom kairos class", func(s *v1.NodeGroupSpec) {
+		s.NodeGroupClassName, s.KernelModules = "kairos-own", []string{"nvidia"}
+	}, "spec.kernelModules"},
+	{"ahead of the control plane", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, "spec.kubernetesVersion"},
+	{"class image fixes the minor", func(s *v1.NodeGroupSpec) {
+		s.NodeGroupClassName, s.KubernetesVersion = "kairos-own", "v1.34"
+	}, "spec.kubernetesVersion"},
+	{"class pool rule broken", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 10 },
+		"pools on this class have at most 5 machines: lower spec.maxReplicas"},
+	{"class pool rule kept", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 5 }, ""},
+}
+
 func TestPoolsRefusedAtAdmission(t *testing.T) {
 	ctx := context.Background()
 	platform(t)
 	ns := tenant(t, map[string]string{"tier": "silver"})
-	cases := []struct {
-		name    string
-		mutate  func(*v1.NodeGroupSpec)
-		wantErr string
-	}{
-		{"plain pool", nil, ""},
-		{"unknown class", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" }, `NodeGroupClass "nope" does not exist`},
-		{"unknown location", func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, `Location "nowhere" does not exist`},
-		{"location not admitting the namespace", func(s *v1.NodeGroupSpec) { s.LocationName = "gold-only" }, "spec.locationName"},
-		{"talos-only field on a custom kairos class", func(s *v1.NodeGroupSpec) {
-			s.NodeGroupClassName, s.KernelModules = "kairos-own", []string{"nvidia"}
-		}, "spec.kernelModules"},
-		{"ahead of the control plane", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, "spec.kubernetesVersion"},
-		{"class image fixes the minor", func(s *v1.NodeGroupSpec) {
-			s.NodeGroupClassName, s.KubernetesVersion = "kairos-own", "v1.34"
-		}, "spec.kubernetesVersion"},
-		{"class pool rule broken", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 10 },
-			"pools on this class have at most 5 machines: lower spec.maxReplicas"},
-		{"class pool rule kept", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 5 }, ""},
-	}
-	for i, tc := range cases {
+	for i, tc := range admissionCases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := env.Client.Create(ctx, pool(ns, fmt.Sprintf("p%d", i), tc.mutate))
 			switch {

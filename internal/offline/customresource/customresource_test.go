@@ -21,22 +21,6 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, false, func(e *testenv.Env) error { env = e; return nil })
 }
 
-// asSent is the object as a client sends it: its JSON, read back as the API server does.
-func asSent(t *testing.T, ng *v1.NodeGroup) *unstructured.Unstructured {
-	t.Helper()
-	ng = ng.DeepCopy()
-	ng.APIVersion, ng.Kind = v1.GroupVersion.String(), "NodeGroup"
-	b, err := json.Marshal(ng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(b); err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
 // sameVerdict fails unless the offline error and the API server's are both nil, or both
 // the same message containing want.
 func sameVerdict(t *testing.T, offline, server error, want string) {
@@ -64,8 +48,8 @@ func TestCreateAsTheAPIServer(t *testing.T) {
 	}
 	for _, tc := range rulecases.NodeGroups() {
 		t.Run(tc.Name, func(t *testing.T) {
-			serverErr := env.Client.Create(context.Background(), asSent(t, tc.Obj), client.DryRunAll)
-			sameVerdict(t, kind.Create(context.Background(), asSent(t, tc.Obj)), serverErr, tc.WantErr)
+			serverErr := env.Client.Create(context.Background(), rulecases.AsSent(t, tc.Obj), client.DryRunAll)
+			sameVerdict(t, kind.Create(context.Background(), rulecases.AsSent(t, tc.Obj)), serverErr, tc.WantErr)
 		})
 	}
 }
@@ -111,7 +95,7 @@ func TestUpdateAsTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	stored := asSent(t, rulecases.Pool("updated", nil))
+	stored := rulecases.AsSent(t, rulecases.Pool("updated", nil))
 	if err := env.Client.Create(ctx, stored); err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +112,10 @@ func TestUpdateAsTheAPIServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			changed := rulecases.Pool("updated", tc.change)
-			toServer := asSent(t, changed)
+			toServer := rulecases.AsSent(t, changed)
 			toServer.SetResourceVersion(stored.GetResourceVersion())
 			serverErr := env.Client.Update(ctx, toServer, client.DryRunAll)
-			toOffline := asSent(t, changed)
+			toOffline := rulecases.AsSent(t, changed)
 			toOffline.SetResourceVersion(stored.GetResourceVersion())
 			sameVerdict(t, kind.Update(ctx, toOffline, stored.DeepCopy()), serverErr, tc.want)
 		})
