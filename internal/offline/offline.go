@@ -1,7 +1,7 @@
 // Package offline resolves and renders a pool without a cluster, from the objects given
 // as files, with the same resolve and render packages the operator runs: what the
 // kubectl plugin prints is what the operator would apply (less the owner reference and
-// managed-by label, which apply adds).
+// the nodegroup.io/applied annotation, which apply adds).
 package offline
 
 import (
