@@ -183,8 +183,6 @@ func TestNodeGroupRules(t *testing.T) {
 	runCreateCases(t, cases)
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestNodeGroupDefaults(t *testing.T) {
 	ctx := context.Background()
 	ng := pool("defaults", nil)
