@@ -153,12 +153,18 @@ func readDocument(path, kind string) (*unstructured.Unstructured, error) {
 }
 
 // readObject reads the object of path of the given kind and name (its one object of
-// that kind, when it holds one document), refusing unknown fields.
+// that kind, when it holds one document), refusing unknown fields, with the defaults of
+// its CRD when it is of a kind the chart defines.
 func readObject(path, kind, name string, into any) error {
 	u, err := readNamed(path, kind, name)
 	if err != nil {
 		return err
 	}
+	kinds, err := customresource.Chart()
+	if err != nil {
+		return err
+	}
+	customresource.Defaulter(kinds)(u)
 	b, err := u.MarshalJSON()
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/offline"
+	"github.com/nodegroup-io/nodegroup-operator/internal/offline/customresource"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -123,8 +124,13 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 // offlineCluster is a store of the objects of files and of what they may leave out
 // (addDefaults), and a resolver that reads it as the operator reads the cluster.
 func offlineCluster(files []string, ng *v1.NodeGroup, apiserverIP, dnsIP, endpoint string) (*offline.Store, *resolve.Resolver, error) {
+	kinds, err := customresource.Chart()
+	if err != nil {
+		return nil, nil, err
+	}
 	s := scheme.New()
 	store := offline.NewStore(s)
+	store.DefaultWith(customresource.Defaulter(kinds))
 	for _, f := range files {
 		if err := store.AddFile(f); err != nil {
 			return nil, nil, err

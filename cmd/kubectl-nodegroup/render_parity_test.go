@@ -43,11 +43,34 @@ spec:
   gpus: [{deviceName: nvidia.com/GA102GL_A10}]
 `
 
+// locationFile is a Location as a platform writes it, leaving its CRD's defaults out
+// (spec.provider.kubevirt.evictionStrategy); render reads it from this file, the operator
+// from the API server, which defaulted it.
+const locationFile = `apiVersion: nodegroup.io/v1alpha1
+kind: Location
+metadata: {name: parity-zone}
+spec:
+  provider: {type: KubeVirt, kubevirt: {storageClassName: replicated}}
+  zone: zone-a
+  allowedNamespaces: {}
+`
+
+// locatedPool is a pool in that Location.
+const locatedPool = `apiVersion: nodegroup.io/v1alpha1
+kind: NodeGroup
+metadata: {name: located, namespace: render-parity}
+spec:
+  clusterName: tenant
+  locationName: parity-zone
+  maxReplicas: 2
+  resources: {cpu: "2", memory: 4Gi}
+`
+
 // parityPools are the example pools (examples/pools.yaml), moved to the test tenant,
 // and sparsePool, as the files render reads.
 func parityPools(t *testing.T) map[string]string {
 	t.Helper()
-	pools := map[string]string{"sparse": sparsePool}
+	pools := map[string]string{"sparse": sparsePool, "located": locatedPool}
 	for _, u := range examples(t, "pools.yaml") {
 		u.SetNamespace(parityNamespace)
 		_ = unstructured.SetNestedField(u.Object, testenv.TenantCluster, "spec", "clusterName")
@@ -68,12 +91,16 @@ func TestRenderAsTheOperator(t *testing.T) {
 	ctx := context.Background()
 	startOperator(t)
 	objectsFile := tenantObjects(t)
+	location := write(t, "location.yaml", locationFile)
+	if err := env.Client.Create(ctx, mustObject(t, locationFile)); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 
 	for name, pool := range parityPools(t) {
 		t.Run(name, func(t *testing.T) {
 			poolFile := write(t, name+".yaml", pool)
 			var out, errOut bytes.Buffer
-			if code := run([]string{"render", "-f", poolFile, "--objects", objectsFile, "-o", "json"}, &out, &errOut); code != 0 {
+			if code := run([]string{"render", "-f", poolFile, "--objects", objectsFile, "--objects", location, "-o", "json"}, &out, &errOut); code != 0 {
 				t.Fatalf("render exit %d: %s", code, errOut.String())
 			}
 			var list struct{ Items []*unstructured.Unstructured }

@@ -32,8 +32,9 @@ import (
 // the reconciler's benchmarks, which read from it what the operator reads from its
 // cache; resolve never lists.
 type Store struct {
-	scheme *runtime.Scheme
-	objs   map[storeKey]stored
+	scheme   *runtime.Scheme
+	objs     map[storeKey]stored
+	defaults func(*unstructured.Unstructured)
 }
 
 // stored is an object's JSON and its labels, which a list selects by.
@@ -72,11 +73,19 @@ func (s *Store) AddFile(path string) error {
 	return nil
 }
 
+// DefaultWith passes every object added from now on through defaults, as the API server
+// applies the defaults of a kind's CRD to what it stores.
+func (s *Store) DefaultWith(defaults func(*unstructured.Unstructured)) { s.defaults = defaults }
+
 // Add adds one object. A Secret's stringData is merged into its data, as the API server
 // does when it stores one (a key in both takes the stringData value).
 func (s *Store) Add(u *unstructured.Unstructured) {
 	if u.GroupVersionKind().GroupKind() == secretKind {
 		u = mergeStringData(u)
+	}
+	if s.defaults != nil {
+		u = u.DeepCopy()
+		s.defaults(u)
 	}
 	b, _ := json.Marshal(u.Object)
 	s.objs[storeKey{u.GroupVersionKind().GroupKind(), u.GetNamespace(), u.GetName()}] = stored{b, u.GetLabels()}

@@ -51,7 +51,45 @@ type Kind struct {
 }
 
 // NodeGroup is the NodeGroup kind of the CRD embedded from the chart.
-func NodeGroup() (*Kind, error) { return Load(charts.NodeGroupCRD, "") }
+func NodeGroup() (*Kind, error) {
+	kinds, err := Chart()
+	if err != nil {
+		return nil, err
+	}
+	gk := schema.GroupKind{Group: "nodegroup.io", Kind: "NodeGroup"}
+	if kinds[gk] == nil {
+		return nil, fmt.Errorf("the chart has no CRD of %s", gk)
+	}
+	return kinds[gk], nil
+}
+
+// Defaulter applies to an object the defaults of its CRD among kinds, as the API server
+// does to what it stores; objects of other kinds are left as they are.
+func Defaulter(kinds map[schema.GroupKind]*Kind) func(*unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		if k := kinds[u.GroupVersionKind().GroupKind()]; k != nil {
+			k.Default(u)
+		}
+	}
+}
+
+// Chart are the kinds of the CRDs the chart ships (embedded), by group and kind, each at
+// its storage version.
+func Chart() (map[schema.GroupKind]*Kind, error) {
+	files, err := charts.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	kinds := make(map[schema.GroupKind]*Kind, len(files))
+	for name, b := range files {
+		k, err := Load(b, "")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		kinds[k.gvk.GroupKind()] = k
+	}
+	return kinds, nil
+}
 
 // Load reads a CRD (YAML) and prepares the version it serves of that name (its storage
 // version when version is empty) as the API server does.
