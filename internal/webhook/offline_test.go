@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,4 +100,58 @@ func runtimeConvert(u *unstructured.Unstructured, into *v1.NodeGroup) error {
 		return err
 	}
 	return json.Unmarshal(b, into)
+}
+
+// TestOfflineUpdateAsTheWebhook: an OS switch of a pool whose machines run (its
+// MachineDeployment among the objects) is judged offline, CRD then webhook, as the API
+// server judges the update.
+func TestOfflineUpdateAsTheWebhook(t *testing.T) {
+	ctx := context.Background()
+	platform(t)
+	ns := tenant(t, nil)
+	kind, err := customresource.NodeGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := pool(ns, "running", nil)
+	if err := env.Client.Create(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	waitRendered(t, running)
+	store := storeOf(t, ns)
+	validator := &webhook.NodeGroupValidator{Reader: store, Resolver: &resolve.Resolver{
+		Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default()}}
+
+	var switched *v1.NodeGroup
+	var serverErr error
+	for range 10 { // the controller may write the pool's status meanwhile
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(running), running); err != nil {
+			t.Fatal(err)
+		}
+		switched = running.DeepCopy()
+		switched.Spec.NodeGroupClassName = "kairos-own"
+		if serverErr = env.Client.Update(ctx, switched.DeepCopy(), client.DryRunAll); !apierrors.IsConflict(serverErr) {
+			break
+		}
+	}
+
+	old := rulecases.AsSent(t, running)
+	u := rulecases.AsSent(t, switched)
+	if err := kind.Update(ctx, u, old); err != nil {
+		t.Fatalf("refused by the CRD offline: %v (the API server: %v)", err, serverErr)
+	}
+	stored, oldPool := &v1.NodeGroup{}, &v1.NodeGroup{}
+	if err := runtimeConvert(u, stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := runtimeConvert(old, oldPool); err != nil {
+		t.Fatal(err)
+	}
+	denied, err := validator.Check(ctx, stored, oldPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serverErr == nil || serverErr.Error() != `admission webhook "nodegroups.nodegroup.io" denied the request: `+denied {
+		t.Fatalf("offline denied %q, the API server: %v", denied, serverErr)
+	}
 }
