@@ -20,10 +20,10 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
-// readPool reads the NodeGroup of path (the one named name, when path holds several) as the API server would store it: unknown fields
-// refused, the CRD's defaults applied, its schema and rules checked, on a create, or on
-// an update of the pool of oldPath when that is given (taken as stored: defaulted, not
-// checked). A pool the API server would refuse returns its answer, an
+// readPool reads the NodeGroup of path (the one named name, when path holds several) as
+// the API server would store it: unknown fields refused, the CRD's defaults applied, its
+// schema and rules checked, on a create, or on an update of the pool of oldPath when
+// that is given (taken as stored: defaulted, not checked). A pool the API server would refuse returns its answer, an
 // *apierrors.StatusError (see refusedByAPIServer); any other error is one of the input.
 func readPool(ctx context.Context, path, name, oldPath string) (pool, old *v1.NodeGroup, err error) {
 	kind, err := customresource.NodeGroup()
@@ -38,7 +38,7 @@ func readPool(ctx context.Context, path, name, oldPath string) (pool, old *v1.No
 		err = kind.Create(ctx, u)
 	} else {
 		var oldU *unstructured.Unstructured
-		if oldU, err = readDocument(oldPath, "NodeGroup"); err != nil {
+		if oldU, err = readNamed(oldPath, "NodeGroup", name); err != nil {
 			return nil, nil, err
 		}
 		kind.Default(oldU)
@@ -107,22 +107,6 @@ func poolName(path, name string) string {
 // readNamed reads the object of the given kind and name of path, or its one object
 // when name is empty or the file holds one document.
 func readNamed(path, kind, name string) (*unstructured.Unstructured, error) {
-	docs, err := readDocuments(path)
-	if err != nil {
-		return nil, err
-	}
-	if name == "" || len(docs) == 1 {
-		return readDocument(path, kind)
-	}
-	for _, d := range docs {
-		if d.GetKind() == kind && d.GetName() == name {
-			return d, nil
-		}
-	}
-	return nil, fmt.Errorf("%s holds no %s %q", path, kind, name)
-}
-
-func readDocuments(path string) ([]*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -131,22 +115,20 @@ func readDocuments(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return docs, nil
-}
-
-// readDocument reads the one object of path, of the given kind.
-func readDocument(path, kind string) (*unstructured.Unstructured, error) {
-	docs, err := readDocuments(path)
-	if err != nil {
-		return nil, err
+	if name != "" && len(docs) > 1 {
+		for _, d := range docs {
+			if d.GetKind() == kind && d.GetName() == name {
+				return d, nil
+			}
+		}
+		return nil, fmt.Errorf("%s holds no %s %q", path, kind, name)
 	}
 	switch {
 	case len(docs) == 0:
 		return nil, fmt.Errorf("%s holds no object", path)
 	case len(docs) > 1:
 		return nil, fmt.Errorf("%s holds several YAML documents (%d): name the one to read with --name", path, len(docs))
-	}
-	if docs[0].GetKind() != kind {
+	case docs[0].GetKind() != kind:
 		return nil, fmt.Errorf("%s: kind %q, want %s", path, docs[0].GetKind(), kind)
 	}
 	return docs[0], nil

@@ -13,6 +13,7 @@ package customresource
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -74,8 +75,13 @@ func Defaulter(kinds map[schema.GroupKind]*Kind) func(*unstructured.Unstructured
 }
 
 // Chart are the kinds of the CRDs the chart ships (embedded), by group and kind, each at
-// its storage version.
-func Chart() (map[schema.GroupKind]*Kind, error) {
+// its storage version. They are loaded once (the CEL rules compile then) and shared:
+// a Kind is not changed by use.
+func Chart() (map[schema.GroupKind]*Kind, error) { return chart() }
+
+var chart = sync.OnceValues(loadChart)
+
+func loadChart() (map[schema.GroupKind]*Kind, error) {
 	files, err := charts.CRDs()
 	if err != nil {
 		return nil, err
