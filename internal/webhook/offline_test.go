@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -123,17 +123,15 @@ func TestOfflineUpdateAsTheWebhook(t *testing.T) {
 		Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default()}}
 
 	var switched *v1.NodeGroup
-	var serverErr error
-	for range 10 { // the controller may write the pool's status meanwhile
+	// Again when the controller wrote the pool's status between the read and the write.
+	serverErr := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(running), running); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		switched = running.DeepCopy()
 		switched.Spec.NodeGroupClassName = "kairos-own"
-		if serverErr = env.Client.Update(ctx, switched.DeepCopy(), client.DryRunAll); !apierrors.IsConflict(serverErr) {
-			break
-		}
-	}
+		return env.Client.Update(ctx, switched.DeepCopy(), client.DryRunAll)
+	})
 
 	old := rulecases.AsSent(t, running)
 	u := rulecases.AsSent(t, switched)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -144,13 +145,17 @@ func TestOSSwitchRefusedOnceMachinesExist(t *testing.T) {
 	}
 }
 
+// update changes the pool as it is now, again when the controller wrote its status
+// between the read and the write.
 func update(ctx context.Context, ng *v1.NodeGroup, change func(*v1.NodeGroup)) error {
-	cur := &v1.NodeGroup{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), cur); err != nil {
-		return err
-	}
-	change(cur)
-	return env.Client.Update(ctx, cur)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &v1.NodeGroup{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), cur); err != nil {
+			return err
+		}
+		change(cur)
+		return env.Client.Update(ctx, cur)
+	})
 }
 
 func waitRendered(t *testing.T, ng *v1.NodeGroup) {
