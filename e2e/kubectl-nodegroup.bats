@@ -53,7 +53,7 @@ setup() {
   sed 's/maxReplicas/maxReplica/' testdata/pool-talos.yaml > "$BATS_TEST_TMPDIR/typo.yaml"
   run kubectl-nodegroup validate -f "$BATS_TEST_TMPDIR/typo.yaml"
   [ "$status" -eq 2 ]
-  [[ "$output" == *'unknown field "maxReplica"'* ]]
+  [[ "$output" == *'unknown field "spec.maxReplica"'* ]]
 }
 
 @test "render prints the four objects the operator would apply for a Kairos pool" {

@@ -1,17 +1,21 @@
 // Command kubectl-nodegroup is a kubectl plugin for tenants and CI pipelines.
 //
-//	kubectl nodegroup validate -f pool.yaml [--class class.yaml] [--location location.yaml]
-//	    [--namespace-labels k=v,...] [--control-plane-version v1.35.4] [--running]
-//	kubectl nodegroup render -f pool.yaml [--objects objects.yaml ...] [-o yaml|json]
+//	kubectl nodegroup validate -f pool.yaml [--name NAME] [--old old.yaml]
+//	    [--objects objects.yaml ... | --class class.yaml --location location.yaml
+//	     --namespace-labels k=v,... --control-plane-version v1.35.4 --running]
+//	kubectl nodegroup render -f pool.yaml [--name NAME] [--objects objects.yaml ...] [-o yaml|json]
 //	kubectl nodegroup explain NAME [-n NAMESPACE]
 //
-// validate runs the admission rules of the operator's webhook (internal/policy) without
-// a cluster, so a GitOps repository or a pipeline refuses a pool before it is applied.
-// It exits 0 when the pool is admitted, 1 when a rule refuses it, 2 on bad input.
+// validate checks a pool without a cluster as the API server would, so a GitOps
+// repository or a pipeline refuses a pool before it is applied: first the CRD the chart
+// ships (its schema, defaults and CEL rules, internal/offline/customresource), then the
+// admission rules of the operator's webhook (internal/policy; with --objects, the
+// webhook's own code over the files). It exits 0 when the pool is admitted, 1 when a
+// rule refuses it, 2 on bad input.
 //
-// render prints the objects the operator would apply for the pool, resolved from files
-// with the operator's own resolve and render packages; it exits 1 with the condition
-// the operator would set when the pool cannot render.
+// render prints the objects the operator would apply for the pool, read with the CRD's
+// defaults and resolved from files with the operator's own resolve and render packages;
+// it exits 1 with the condition the operator would set when the pool cannot render.
 //
 // explain asks the cluster (the current kubeconfig) why a pool is not ready: its
 // conditions in order, its MachineDeployment and its machines. It exits 0 for a ready
@@ -49,8 +53,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-const usage = `usage: kubectl nodegroup validate -f pool.yaml [--class class.yaml] [--location location.yaml]
+const usage = `usage: kubectl nodegroup validate -f pool.yaml [--name NAME] [--old old.yaml] [--objects objects.yaml ...]
+                              [--class class.yaml] [--location location.yaml]
                               [--namespace-labels k=v,...] [--control-plane-version vX.Y.Z] [--running]
-       kubectl nodegroup render -f pool.yaml [--objects objects.yaml ...] [--apiserver-ip IP]
-                              [--management-dns-ip IP] [-o yaml|json]
+       kubectl nodegroup render -f pool.yaml [--name NAME] [--objects objects.yaml ...] [--apiserver-ip IP]
+                              [--management-dns-ip IP] [--control-plane-endpoint HOST:PORT] [-o yaml|json]
        kubectl nodegroup explain NAME [-n NAMESPACE]`

@@ -8,10 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +25,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/offline"
+	"github.com/nodegroup-io/nodegroup-operator/internal/offline/customresource"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -43,6 +47,8 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&objects, "objects", "a YAML file of the objects the pool needs: its Cluster and control plane, class, location, namespace, the Talos secrets (repeatable)")
 	apiserverIP := fs.String("apiserver-ip", "", "ClusterIP of the tenant API server Service, when the files do not hold the Service")
 	dnsIP := fs.String("management-dns-ip", "", "ClusterIP of the management cluster's DNS Service (kube-system/kube-dns)")
+	endpoint := fs.String("control-plane-endpoint", "", "host:port of the tenant API server, when the files hold the Cluster without its spec.controlPlaneEndpoint (the control-plane provider publishes it)")
+	name := fs.String("name", "", "the pool to render, when the file holds several")
 	output := fs.String("o", "yaml", "output format: yaml or json")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -55,26 +61,25 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "render: -o %q: use yaml or json\n", *output)
 		return 2
 	}
-	ng := &v1.NodeGroup{}
-	if err := readObject(*poolFile, "NodeGroup", ng); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ng, _, err := readPool(ctx, *poolFile, *name, "")
+	if apierrors.IsInvalid(err) {
+		fmt.Fprintln(stderr, "render: the API server would refuse the pool:")
+		refusedByAPIServer(stderr, "  - ", err)
+		return 1
+	}
+	if err != nil {
+		if !refusedByAPIServer(stderr, "render: ", err) {
+			fmt.Fprintln(stderr, "render:", err)
+		}
+		return 2
+	}
+	store, resolver, err := offlineCluster(objects, ng, *apiserverIP, *dnsIP, *endpoint)
+	if err != nil {
 		fmt.Fprintln(stderr, "render:", err)
 		return 2
 	}
-	defaultPool(ng)
-	s := scheme.New()
-	store := offline.NewStore(s)
-	for _, f := range objects {
-		if err := store.AddFile(f); err != nil {
-			fmt.Fprintln(stderr, "render:", err)
-			return 2
-		}
-	}
-	addDefaults(store, s, ng, *apiserverIP, *dnsIP)
-
-	resolver := &resolve.Resolver{Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default(),
-		ManagementDNS: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, ManagementDNSDomain: "cluster.local"}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	in, err := resolver.Resolve(ctx, ng)
 	if err != nil {
 		var rerr *resolve.Error
@@ -116,9 +121,32 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// offlineCluster is a store of the objects of files and of what they may leave out
+// (addDefaults), and a resolver that reads it as the operator reads the cluster.
+func offlineCluster(files []string, ng *v1.NodeGroup, apiserverIP, dnsIP, endpoint string) (*offline.Store, *resolve.Resolver, error) {
+	kinds, err := customresource.Chart()
+	if err != nil {
+		return nil, nil, err
+	}
+	s := scheme.New()
+	store := offline.NewStore(s)
+	store.DefaultWith(customresource.Defaulter(kinds))
+	for _, f := range files {
+		if err := store.AddFile(f); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := addDefaults(store, s, ng, apiserverIP, dnsIP, endpoint); err != nil {
+		return nil, nil, err
+	}
+	return store, &resolve.Resolver{Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default(),
+		ManagementDNS: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, ManagementDNSDomain: "cluster.local"}, nil
+}
+
 // addDefaults adds what the files may leave out: the built-in location (admitting every
-// namespace), the pool's namespace, and the Services whose address is given by flag.
-func addDefaults(store *offline.Store, s *runtime.Scheme, ng *v1.NodeGroup, apiserverIP, dnsIP string) {
+// namespace), the pool's namespace, the Services whose address is given by flag, and the
+// Cluster's control-plane endpoint when given by flag.
+func addDefaults(store *offline.Store, s *runtime.Scheme, ng *v1.NodeGroup, apiserverIP, dnsIP, endpoint string) error {
 	put := func(obj client.Object, replace bool) {
 		gvks, _, _ := s.ObjectKinds(obj)
 		if len(gvks) == 0 || (!replace && store.Has(gvks[0].GroupKind(), client.ObjectKeyFromObject(obj))) {
@@ -137,18 +165,32 @@ func addDefaults(store *offline.Store, s *runtime.Scheme, ng *v1.NodeGroup, apis
 	if dnsIP != "" {
 		setIP(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"}, Spec: corev1.ServiceSpec{ClusterIP: dnsIP}})
 	}
+	cluster := &unstructured.Unstructured{}
+	cluster.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	cluster.SetKind("Cluster")
+	if store.Get(context.Background(), client.ObjectKey{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}, cluster) != nil {
+		return nil
+	}
 	if apiserverIP != "" {
 		// Kamaji names the tenant API server's Service after the control plane; the
 		// Cluster's controlPlaneRef says which.
-		cluster := &unstructured.Unstructured{}
-		cluster.SetAPIVersion("cluster.x-k8s.io/v1beta2")
-		cluster.SetKind("Cluster")
-		if store.Get(context.Background(), client.ObjectKey{Namespace: ng.Namespace, Name: ng.Spec.ClusterName}, cluster) == nil {
-			if cp, _, _ := unstructured.NestedString(cluster.Object, "spec", "controlPlaneRef", "name"); cp != "" {
-				setIP(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ng.Namespace, Name: cp}, Spec: corev1.ServiceSpec{ClusterIP: apiserverIP}})
-			}
+		if cp, _, _ := unstructured.NestedString(cluster.Object, "spec", "controlPlaneRef", "name"); cp != "" {
+			setIP(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ng.Namespace, Name: cp}, Spec: corev1.ServiceSpec{ClusterIP: apiserverIP}})
 		}
 	}
+	if endpoint != "" {
+		host, port, err := net.SplitHostPort(endpoint)
+		if err != nil {
+			return fmt.Errorf("--control-plane-endpoint %q: %w", endpoint, err)
+		}
+		p, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			return fmt.Errorf("--control-plane-endpoint %q: port: %w", endpoint, err)
+		}
+		_ = unstructured.SetNestedMap(cluster.Object, map[string]any{"host": host, "port": p}, "spec", "controlPlaneEndpoint")
+		store.Add(cluster)
+	}
+	return nil
 }
 
 func print(w io.Writer, out *render.Output, format string) error {

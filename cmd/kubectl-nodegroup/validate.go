@@ -5,23 +5,25 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
-	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
+	"github.com/nodegroup-io/nodegroup-operator/internal/webhook"
 )
 
 func validate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	poolFile := fs.String("f", "", "the NodeGroup (YAML)")
+	name := fs.String("name", "", "the pool to validate, when the file holds several")
+	var objects multiFlag
+	fs.Var(&objects, "objects", "a YAML file of the objects the webhook reads: classes, locations, the pool's namespace, its Cluster and control plane, its MachineDeployment (repeatable); the pool is then judged by the webhook's own code, and --class, --location, --namespace-labels, --control-plane-version and --running are not used")
 	classFile := fs.String("class", "", "the NodeGroupClass the pool names (YAML); built-in classes need none")
 	locationFile := fs.String("location", "", "the Location the pool names (YAML); without it the built-in in-cluster location, which admits every namespace")
 	nsLabels := fs.String("namespace-labels", "", "labels of the pool's namespace, k=v,k=v")
@@ -36,51 +38,72 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "validate: -f pool.yaml is required")
 		return 2
 	}
-	in, err := loadInput(*poolFile, *classFile, *locationFile, *oldFile, *oldClassFile, *nsLabels)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ng, old, err := readPool(ctx, *poolFile, *name, *oldFile)
+	if apierrors.IsInvalid(err) {
+		// The API server refuses the pool itself, before its webhook would see it.
+		fmt.Fprintf(stdout, "%s is refused:\n", poolName(*poolFile, *name))
+		refusedByAPIServer(stdout, "  - ", err)
+		return 1
+	}
+	if err != nil {
+		if !refusedByAPIServer(stderr, "validate: ", err) {
+			fmt.Fprintln(stderr, "validate:", err)
+		}
+		return 2
+	}
+	pool := "NodeGroup " + ng.Namespace + "/" + ng.Name
+	if len(objects) > 0 {
+		store, resolver, err := offlineCluster(objects, ng, "", "", "")
+		if err != nil {
+			fmt.Fprintln(stderr, "validate:", err)
+			return 2
+		}
+		denied, err := (&webhook.NodeGroupValidator{Reader: store, Resolver: resolver}).Check(ctx, ng, old)
+		if err != nil {
+			fmt.Fprintln(stderr, "validate:", err)
+			return 2
+		}
+		if denied == "" {
+			fmt.Fprintf(stdout, "%s is admitted\n", pool)
+			return 0
+		}
+		fmt.Fprintf(stdout, "%s is refused:\n  - %s\n", pool, denied)
+		return 1
+	}
+	in, err := loadInput(ng, old, *classFile, *locationFile, *oldClassFile, *nsLabels)
 	if err != nil {
 		fmt.Fprintln(stderr, "validate:", err)
 		return 2
 	}
 	in.ControlPlaneVersion = *cpVersion
 	in.MachineDeploymentExists = *running
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	violations, err := policy.Evaluate(ctx, in)
 	if err != nil {
 		fmt.Fprintln(stderr, "validate:", err)
 		return 2
 	}
-	name := in.Object.Namespace + "/" + in.Object.Name
 	if len(violations) == 0 {
-		fmt.Fprintf(stdout, "NodeGroup %s is admitted\n", name)
+		fmt.Fprintf(stdout, "%s is admitted\n", pool)
 		return 0
 	}
-	fmt.Fprintf(stdout, "NodeGroup %s is refused:\n", name)
+	fmt.Fprintf(stdout, "%s is refused:\n", pool)
 	for _, v := range violations {
 		fmt.Fprintf(stdout, "  - %s (%s)\n", v.String(), v.Rule)
 	}
 	return 1
 }
 
-func loadInput(poolFile, classFile, locationFile, oldFile, oldClassFile, nsLabels string) (policy.Input, error) {
-	var in policy.Input
-	ng := &v1.NodeGroup{}
-	if err := readObject(poolFile, "NodeGroup", ng); err != nil {
+// loadInput builds the rules' input from the files given by flag, for a pool (and the
+// pool it replaces, or nil) read with readPool.
+func loadInput(ng, old *v1.NodeGroup, classFile, locationFile, oldClassFile, nsLabels string) (policy.Input, error) {
+	in := policy.Input{Object: ng}
+	var err error
+	if in.Class, err = classSpec(ng.Spec.NodeGroupClassName, classFile); err != nil {
 		return in, err
 	}
-	defaultPool(ng)
-	in.Object = ng
-	class, err := classSpec(ng.Spec.NodeGroupClassName, classFile)
-	if err != nil {
-		return in, err
-	}
-	in.Class = class
-	if oldFile != "" {
-		old := &v1.NodeGroup{}
-		if err := readObject(oldFile, "NodeGroup", old); err != nil {
-			return in, err
-		}
-		defaultPool(old)
+	if old != nil {
 		in.OldObject = old
 		if in.OldClass, err = classSpec(old.Spec.NodeGroupClassName, oldClassFile); err != nil {
 			return in, err
@@ -94,7 +117,7 @@ func loadInput(poolFile, classFile, locationFile, oldFile, oldClassFile, nsLabel
 			AllowedNamespaces: &metav1.LabelSelector{}}
 	} else {
 		loc := &v1.Location{}
-		if err := readObject(locationFile, "Location", loc); err != nil {
+		if err := readObject(locationFile, "Location", ng.Spec.LocationName, loc); err != nil {
 			return in, err
 		}
 		if loc.Name != ng.Spec.LocationName {
@@ -116,16 +139,6 @@ func loadInput(poolFile, classFile, locationFile, oldFile, oldClassFile, nsLabel
 	return in, nil
 }
 
-// defaultPool applies the CRD defaults the API server would.
-func defaultPool(ng *v1.NodeGroup) {
-	if ng.Spec.NodeGroupClassName == "" {
-		ng.Spec.NodeGroupClassName = v1.BuiltinTalosClass
-	}
-	if ng.Spec.LocationName == "" {
-		ng.Spec.LocationName = v1.BuiltinLocation
-	}
-}
-
 func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
 	if spec, ok := resolve.BuiltinClass(name); ok && file == "" {
 		return &spec, nil
@@ -134,7 +147,7 @@ func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
 		return nil, fmt.Errorf("the pool names class %q: pass it with --class", name)
 	}
 	class := &v1.NodeGroupClass{}
-	if err := readObject(file, "NodeGroupClass", class); err != nil {
+	if err := readObject(file, "NodeGroupClass", name, class); err != nil {
 		return nil, err
 	}
 	if class.Name != name {
@@ -144,30 +157,4 @@ func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
 		return nil, fmt.Errorf("class %q: %w", name, err)
 	}
 	return &class.Spec, nil
-}
-
-// readObject reads one object of the given kind, refusing unknown fields.
-func readObject(path, kind string, into any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if docs, err := yamldocs.Objects(data); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	} else if len(docs) > 1 {
-		return fmt.Errorf("%s holds several YAML documents (%d): validate takes one object per file", path, len(docs))
-	}
-	var meta struct {
-		Kind string `json:"kind"`
-	}
-	if err := yaml.Unmarshal(data, &meta); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if meta.Kind != kind {
-		return fmt.Errorf("%s: kind %q, want %s", path, meta.Kind, kind)
-	}
-	if err := yaml.UnmarshalStrict(data, into); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }

@@ -95,10 +95,26 @@ func TestValidate(t *testing.T) {
 			return []string{"validate", "-f", write(t, "p.yaml", strings.Replace(kairosPoolYAML, "  kernelModules: [nvidia]\n", "", 1)),
 				"--class", write(t, "c.yaml", kairosClassYAML), "--old", write(t, "o.yaml", strings.Replace(poolYAML, "name: workers", "name: gpu", 1)), "--running"}
 		}, 1, "spec.nodeGroupClassName"},
+		{"refused by the CRD's rules, as the API server words it", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", strings.Replace(poolYAML, "maxReplicas: 3", "minReplicas: 5\n  maxReplicas: 3\n  kubernetesVersion: \"1.35\"\n"+
+				"  labels: {kubernetes.io/role: x, a: \"x\\ny\"}\n  taints: [{key: \"a;b\", effect: NoSchedule}]", 1))}
+		}, 1, `NodeGroup tenant-a/workers is refused:
+  - spec: Invalid value: spec.minReplicas must not exceed spec.maxReplicas
+  - spec.kubernetesVersion: Invalid value: "1.35": spec.kubernetesVersion must look like v1.35 or v1.35.4
+  - spec.labels: Invalid value: spec.labels keys in the kubernetes.io, k8s.io and nodegroup.io domains are reserved: use spec.roles for node roles, or another domain
+  - spec.labels[a]: Invalid value: "x\ny": spec.labels values must be valid label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit
+  - spec.taints[0].key: Invalid value: "a;b": spec.taints[].key must be a valid label key
+`},
+		{"judged by the webhook's code from the objects given", func(t *testing.T) []string {
+			return []string{"validate", "-f", "../../examples/pools.yaml", "--name", "kairos", "--objects", "../../examples/tenant.yaml", "--objects", "../../examples/platform.yaml"}
+		}, 0, "NodeGroup tenant-demo/kairos is admitted"},
+		{"a class missing from the objects given", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--objects", "../../examples/platform.yaml"}
+		}, 1, `NodeGroupClass "kairos-own" does not exist: set spec.nodeGroupClassName to a published class (kubectl get nodegroupclasses)`},
 		{"missing class file", func(t *testing.T) []string { return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML)} }, 2, `pass it with --class`},
 		{"unknown field", func(t *testing.T) []string {
 			return []string{"validate", "-f", write(t, "p.yaml", poolYAML+"  colour: blue\n")}
-		}, 2, `unknown field "colour"`},
+		}, 2, `strict decoding error: unknown field "spec.colour"`},
 		{"wrong kind", func(t *testing.T) []string { return []string{"validate", "-f", write(t, "p.yaml", goldLocationYAML)} }, 2, `kind "Location", want NodeGroup`},
 		{"several documents", func(t *testing.T) []string {
 			return []string{"validate", "-f", write(t, "p.yaml", poolYAML+"---\n"+poolYAML)}

@@ -1,12 +1,13 @@
 // Package offline resolves and renders a pool without a cluster, from the objects given
 // as files, with the same resolve and render packages the operator runs: what the
 // kubectl plugin prints is what the operator would apply (less the owner reference and
-// managed-by label, which apply adds).
+// the nodegroup.io/applied annotation, which apply adds).
 package offline
 
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,8 +32,9 @@ import (
 // the reconciler's benchmarks, which read from it what the operator reads from its
 // cache; resolve never lists.
 type Store struct {
-	scheme *runtime.Scheme
-	objs   map[storeKey]stored
+	scheme   *runtime.Scheme
+	objs     map[storeKey]stored
+	defaults func(*unstructured.Unstructured)
 }
 
 // stored is an object's JSON and its labels, which a list selects by.
@@ -71,8 +73,20 @@ func (s *Store) AddFile(path string) error {
 	return nil
 }
 
-// Add adds one object.
+// DefaultWith passes every object added from now on through defaults, as the API server
+// applies the defaults of a kind's CRD to what it stores.
+func (s *Store) DefaultWith(defaults func(*unstructured.Unstructured)) { s.defaults = defaults }
+
+// Add adds one object. A Secret's stringData is merged into its data, as the API server
+// does when it stores one (a key in both takes the stringData value).
 func (s *Store) Add(u *unstructured.Unstructured) {
+	if u.GroupVersionKind().GroupKind() == secretKind {
+		u = mergeStringData(u)
+	}
+	if s.defaults != nil {
+		u = u.DeepCopy()
+		s.defaults(u)
+	}
 	b, _ := json.Marshal(u.Object)
 	s.objs[storeKey{u.GroupVersionKind().GroupKind(), u.GetNamespace(), u.GetName()}] = stored{b, u.GetLabels()}
 }
@@ -91,6 +105,26 @@ func (s *Store) AddObject(obj client.Object) error {
 	u.SetGroupVersionKind(gvk)
 	s.Add(u)
 	return nil
+}
+
+var secretKind = schema.GroupKind{Kind: "Secret"}
+
+func mergeStringData(u *unstructured.Unstructured) *unstructured.Unstructured {
+	stringData, ok, _ := unstructured.NestedStringMap(u.Object, "stringData")
+	if !ok {
+		return u
+	}
+	u = u.DeepCopy()
+	data, _, _ := unstructured.NestedMap(u.Object, "data")
+	if data == nil {
+		data = map[string]any{}
+	}
+	for k, v := range stringData {
+		data[k] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	u.Object["data"] = data
+	delete(u.Object, "stringData")
+	return u
 }
 
 // Has reports whether an object of that kind and key is in the store.

@@ -98,3 +98,31 @@ func TestStoreLists(t *testing.T) {
 		t.Fatal("a field selector was accepted")
 	}
 }
+
+// TestSecretStringData: a Secret file may give its values as stringData; they are read
+// as data, over a data key of the same name, as the API server stores them.
+func TestSecretStringData(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secret.yaml")
+	content := "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: t}\n" +
+		"data: {a: YQ==, b: b2xk}\nstringData: {b: new, c: \"x: y\"}\n"
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(scheme.New())
+	if err := s.AddFile(file); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Secret{}
+	if err := s.Get(context.Background(), client.ObjectKey{Namespace: "t", Name: "s"}, got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "a", "b": "new", "c": "x: y"}
+	if len(got.Data) != len(want) || got.StringData != nil {
+		t.Fatalf("data %v, stringData %v; want data %v and no stringData", got.Data, got.StringData, want)
+	}
+	for k, v := range want {
+		if string(got.Data[k]) != v {
+			t.Fatalf("data[%s] = %q, want %q", k, got.Data[k], v)
+		}
+	}
+}

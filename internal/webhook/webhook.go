@@ -63,25 +63,39 @@ func (v *NodeGroupValidator) decide(ctx context.Context, req admission.Request) 
 			return admission.Errored(http.StatusBadRequest, err), ""
 		}
 	}
-	in, denied, err := v.input(ctx, ng, old)
+	denied, err := v.check(ctx, ng, old)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err), ""
 	}
 	if denied.message != "" {
 		return admission.Denied(denied.message), denied.rule
 	}
-	violations, err := policy.Evaluate(ctx, in)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err), ""
-	}
-	if len(violations) > 0 {
-		msgs := make([]string, len(violations))
-		for i, vi := range violations {
-			msgs[i] = vi.String()
-		}
-		return admission.Denied(strings.Join(msgs, "; ")), violations[0].Rule
-	}
 	return admission.Allowed(""), ""
+}
+
+// Check is the verdict on a pool's create (old nil) or update: the message a denial
+// carries, or "" when the pool is admitted. The kubectl plugin calls it offline, with a
+// Reader and Resolver over files, so that it refuses with the webhook's words.
+func (v *NodeGroupValidator) Check(ctx context.Context, ng, old *v1.NodeGroup) (string, error) {
+	denied, err := v.check(ctx, ng, old)
+	return denied.message, err
+}
+
+// check is Check's verdict with the rule that denied the pool (the first broken).
+func (v *NodeGroupValidator) check(ctx context.Context, ng, old *v1.NodeGroup) (denial, error) {
+	in, denied, err := v.input(ctx, ng, old)
+	if err != nil || denied.message != "" {
+		return denied, err
+	}
+	violations, err := policy.Evaluate(ctx, in)
+	if err != nil || len(violations) == 0 {
+		return denial{}, err
+	}
+	msgs := make([]string, len(violations))
+	for i, vi := range violations {
+		msgs[i] = vi.String()
+	}
+	return denial{rule: violations[0].Rule, message: strings.Join(msgs, "; ")}, nil
 }
 
 // denial is why a request is denied before the rules run: a class or location that

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -63,32 +64,36 @@ func platform(t *testing.T) {
 	}})
 }
 
+// admissionCases are pools in a tenant namespace labelled tier=silver, on the platform
+// of platform(t), that the webhook admits (wantErr empty) or denies with a message
+// containing wantErr.
+var admissionCases = []struct {
+	name    string
+	mutate  func(*v1.NodeGroupSpec)
+	wantErr string
+	// rule, when set, is the rule the admissions metric counts the denial under.
+	rule string
+}{
+	{"plain pool", nil, "", ""},
+	{"unknown class", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" }, `NodeGroupClass "nope" does not exist`, resolve.ReasonClassNotFound},
+	{"unknown location", func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, `Location "nowhere" does not exist`, resolve.ReasonLocationNotFound},
+	{"location not admitting the namespace", func(s *v1.NodeGroupSpec) { s.LocationName = "gold-only" }, "spec.locationName", policy.RuleLocationAccess},
+	{"talos-only field on a custom kairos class", func(s *v1.NodeGroupSpec) {
+		s.NodeGroupClassName, s.KernelModules = "kairos-own", []string{"nvidia"}
+	}, "spec.kernelModules", ""},
+	{"ahead of the control plane", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, "spec.kubernetesVersion", policy.RuleVersion},
+	{"class image fixes the minor", func(s *v1.NodeGroupSpec) {
+		s.NodeGroupClassName, s.KubernetesVersion = "kairos-own", "v1.34"
+	}, "spec.kubernetesVersion", ""},
+	{"class pool rule broken", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 10 },
+		"pools on this class have at most 5 machines: lower spec.maxReplicas", "poolRules[0]"},
+	{"class pool rule kept", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 5 }, "", ""},
+}
+
 func TestPoolsRefusedAtAdmission(t *testing.T) {
 	ctx := context.Background()
 	platform(t)
 	ns := tenant(t, map[string]string{"tier": "silver"})
-	cases := []struct {
-		name    string
-		mutate  func(*v1.NodeGroupSpec)
-		wantErr string
-		// rule, when set, is the rule the admissions metric counts the denial under.
-		rule string
-	}{
-		{"plain pool", nil, "", ""},
-		{"unknown class", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "nope" }, `NodeGroupClass "nope" does not exist`, resolve.ReasonClassNotFound},
-		{"unknown location", func(s *v1.NodeGroupSpec) { s.LocationName = "nowhere" }, `Location "nowhere" does not exist`, resolve.ReasonLocationNotFound},
-		{"location not admitting the namespace", func(s *v1.NodeGroupSpec) { s.LocationName = "gold-only" }, "spec.locationName", policy.RuleLocationAccess},
-		{"talos-only field on a custom kairos class", func(s *v1.NodeGroupSpec) {
-			s.NodeGroupClassName, s.KernelModules = "kairos-own", []string{"nvidia"}
-		}, "spec.kernelModules", ""},
-		{"ahead of the control plane", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, "spec.kubernetesVersion", policy.RuleVersion},
-		{"class image fixes the minor", func(s *v1.NodeGroupSpec) {
-			s.NodeGroupClassName, s.KubernetesVersion = "kairos-own", "v1.34"
-		}, "spec.kubernetesVersion", ""},
-		{"class pool rule broken", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 10 },
-			"pools on this class have at most 5 machines: lower spec.maxReplicas", "poolRules[0]"},
-		{"class pool rule kept", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName, s.MaxReplicas = "small-only", 5 }, "", ""},
-	}
 	reg := prometheus.NewRegistry()
 	if err := metrics.Register(reg, nil); err != nil {
 		t.Fatal(err)
@@ -100,7 +105,7 @@ func TestPoolsRefusedAtAdmission(t *testing.T) {
 		}
 		return metrics.Sum(samples, map[string]string{"resource": "nodegroup", "verdict": verdict, "rule": rule})
 	}
-	for i, tc := range cases {
+	for i, tc := range admissionCases {
 		t.Run(tc.name, func(t *testing.T) {
 			verdict, rule := metrics.VerdictAllowed, ""
 			if tc.wantErr != "" {
@@ -165,13 +170,17 @@ func TestOSSwitchRefusedOnceMachinesExist(t *testing.T) {
 	}
 }
 
+// update changes the pool as it is now, again when the controller wrote its status
+// between the read and the write.
 func update(ctx context.Context, ng *v1.NodeGroup, change func(*v1.NodeGroup)) error {
-	cur := &v1.NodeGroup{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), cur); err != nil {
-		return err
-	}
-	change(cur)
-	return env.Client.Update(ctx, cur)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &v1.NodeGroup{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), cur); err != nil {
+			return err
+		}
+		change(cur)
+		return env.Client.Update(ctx, cur)
+	})
 }
 
 func waitRendered(t *testing.T, ng *v1.NodeGroup) {

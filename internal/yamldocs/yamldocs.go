@@ -11,6 +11,7 @@ import (
 	"io"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -28,8 +29,14 @@ func Objects(data []byte) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
+		// As the API server reads a body: whole numbers as int64, which the CRD's
+		// schema calls integers.
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
 		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
+		if err := utiljson.Unmarshal(js, &obj.Object); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		if len(obj.Object) > 0 {

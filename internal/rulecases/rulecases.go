@@ -1,0 +1,187 @@
+// Package rulecases holds the NodeGroups the CRD's rule tests send to a real API
+// server (api/v1alpha1), each with the verdict it must get, so that other checkers of
+// the same rules (the kubectl plugin's offline validation) are held to the same table.
+// Only tests import it.
+package rulecases
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+)
+
+// Case is a pool the API server must accept (WantErr empty) or refuse with a message
+// containing WantErr.
+type Case struct {
+	Name    string
+	Obj     *v1.NodeGroup
+	WantErr string
+}
+
+// Pool is a valid NodeGroup that each case changes in one way.
+func Pool(name string, mutate func(*v1.NodeGroupSpec)) *v1.NodeGroup {
+	ng := &v1.NodeGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1.NodeGroupSpec{
+			ClusterName: "tenant-a",
+			MinReplicas: 1,
+			MaxReplicas: 3,
+			Resources:   &v1.MachineResources{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
+		},
+	}
+	if mutate != nil {
+		mutate(&ng.Spec)
+	}
+	return ng
+}
+
+// NodeGroups are the cases of the NodeGroup CRD's rules, in namespace "default".
+func NodeGroups() []Case {
+	pool := Pool
+	return []Case{
+		{Name: "minimal pool", Obj: pool("minimal", nil)},
+		{Name: "fixed size pool", Obj: pool("fixed", func(s *v1.NodeGroupSpec) { s.MinReplicas, s.MaxReplicas = 3, 3 })},
+		{Name: "from zero", Obj: pool("zero", func(s *v1.NodeGroupSpec) { s.MinReplicas = 0 })},
+		{Name: "min above max refused", Obj: pool("min-max", func(s *v1.NodeGroupSpec) { s.MinReplicas, s.MaxReplicas = 4, 3 }),
+			WantErr: "spec.minReplicas must not exceed spec.maxReplicas"},
+		{Name: "max above bound refused", Obj: pool("max-bound", func(s *v1.NodeGroupSpec) { s.MaxReplicas = 1001 }),
+			WantErr: "spec.maxReplicas: Invalid value: 1001: spec.maxReplicas in body should be less than or equal to 1000"},
+		{Name: "instance type", Obj: pool("itype", func(s *v1.NodeGroupSpec) { s.Resources, s.InstanceType = nil, "u1.large" })},
+		{Name: "resources and instance type refused", Obj: pool("both", func(s *v1.NodeGroupSpec) { s.InstanceType = "u1.large" }),
+			WantErr: "set exactly one of spec.resources and spec.instanceType"},
+		{Name: "neither resources nor instance type refused", Obj: pool("neither", func(s *v1.NodeGroupSpec) { s.Resources = nil }),
+			WantErr: "set exactly one of spec.resources and spec.instanceType"},
+		{Name: "zero cpu refused", Obj: pool("zero-cpu", func(s *v1.NodeGroupSpec) { s.Resources.CPU = resource.MustParse("0") }),
+			WantErr: "spec.resources.cpu must be a whole number of virtual CPUs between 1 and 256"},
+		// A VM gets whole cores: 1500m would boot 2 while the autoscaler's capacity and the
+		// kubelet's reservations were sized for 1.5.
+		{Name: "fractional cpu refused", Obj: pool("half-cpu", func(s *v1.NodeGroupSpec) { s.Resources.CPU = resource.MustParse("1500m") }),
+			WantErr: "spec.resources.cpu must be a whole number of virtual CPUs between 1 and 256"},
+		{Name: "cpu above bound refused", Obj: pool("many-cpu", func(s *v1.NodeGroupSpec) { s.Resources.CPU = resource.MustParse("257") }),
+			WantErr: "spec.resources.cpu must be a whole number of virtual CPUs between 1 and 256"},
+		{Name: "cpu in thousands of millicores", Obj: pool("milli-cpu", func(s *v1.NodeGroupSpec) { s.Resources.CPU = resource.MustParse("2000m") })},
+		{Name: "tiny memory refused", Obj: pool("tiny-mem", func(s *v1.NodeGroupSpec) { s.Resources.Memory = resource.MustParse("512Mi") }),
+			WantErr: "spec.resources.memory must be between 1Gi and 4Ti"},
+		{Name: "taints with each effect", Obj: pool("taints", func(s *v1.NodeGroupSpec) {
+			s.Taints = []v1.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}, {Key: "example.com/a", Effect: "PreferNoSchedule"}, {Key: "b", Effect: "NoExecute"}}
+		})},
+		{Name: "unknown taint effect refused", Obj: pool("taint-effect", func(s *v1.NodeGroupSpec) {
+			s.Taints = []v1.Taint{{Key: "gpu", Effect: "NoWay"}}
+		}), WantErr: `spec.taints[0].effect: Unsupported value: "NoWay"`},
+		{Name: "hostile taint key refused", Obj: pool("taint-key", func(s *v1.NodeGroupSpec) {
+			s.Taints = []v1.Taint{{Key: "a;rm -rf /", Effect: "NoSchedule"}}
+		}), WantErr: "spec.taints[].key must be a valid label key"},
+		{Name: "hostile taint value refused", Obj: pool("taint-value", func(s *v1.NodeGroupSpec) {
+			s.Taints = []v1.Taint{{Key: "a", Value: "$(reboot)", Effect: "NoSchedule"}}
+		}), WantErr: "spec.taints[].value must be a valid label value"},
+		{Name: "labels with prefix", Obj: pool("labels", func(s *v1.NodeGroupSpec) {
+			s.Labels = map[string]v1.LabelValue{"example.com/team": "a", "tier": "web", "empty": ""}
+		})},
+		{Name: "label key with a space refused", Obj: pool("label-key", func(s *v1.NodeGroupSpec) {
+			s.Labels = map[string]v1.LabelValue{"bad key": "a"}
+		}), WantErr: "spec.labels keys must be valid label keys"},
+		{Name: "label name over 63 refused", Obj: pool("label-long", func(s *v1.NodeGroupSpec) {
+			s.Labels = map[string]v1.LabelValue{strings.Repeat("a", 64): "a"}
+		}), WantErr: "spec.labels keys must be valid label keys"},
+		{Name: "reserved label domain refused", Obj: pool("label-reserved", func(s *v1.NodeGroupSpec) {
+			s.Labels = map[string]v1.LabelValue{"node-role.kubernetes.io/control-plane": ""}
+		}), WantErr: "spec.labels keys in the kubernetes.io, k8s.io and nodegroup.io domains are reserved"},
+		{Name: "hostile label value refused", Obj: pool("label-value", func(s *v1.NodeGroupSpec) {
+			s.Labels = map[string]v1.LabelValue{"a": "x\ny"}
+		}), WantErr: "spec.labels values must be valid label values"},
+		{Name: "roles", Obj: pool("roles", func(s *v1.NodeGroupSpec) { s.Roles = []string{"worker", "ingress"} })},
+		{Name: "role with slash refused", Obj: pool("role-slash", func(s *v1.NodeGroupSpec) { s.Roles = []string{"a/b"} }),
+			WantErr: "a role must be a valid label name"},
+		{Name: "minor version", Obj: pool("minor", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.35" })},
+		{Name: "patch version", Obj: pool("patch", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.35.4" })},
+		{Name: "version without v refused", Obj: pool("nov", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "1.35" }),
+			WantErr: "spec.kubernetesVersion must look like v1.35 or v1.35.4"},
+		{Name: "version with suffix refused", Obj: pool("suffix", func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.35.4-rc.0" }),
+			WantErr: "spec.kubernetesVersion must look like v1.35 or v1.35.4"},
+		{Name: "talos fields on talos class", Obj: pool("talos-fields", func(s *v1.NodeGroupSpec) {
+			s.OSImage = "factory.talos.dev/installer/abc:v1.11.0"
+			s.KernelModules = []string{"nvidia"}
+			s.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", Count: 1}}
+			s.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"net.core.somaxconn": "65535"}}
+		})},
+		{Name: "osImage refused on kairos", Obj: pool("kairos-osimage", func(s *v1.NodeGroupSpec) {
+			s.NodeGroupClassName, s.OSImage = "kairos", "factory.talos.dev/installer/abc:v1.11.0"
+		}), WantErr: v1.TalosOnlyFieldsMessage},
+		{Name: "kernelModules refused on kairos", Obj: pool("kairos-modules", func(s *v1.NodeGroupSpec) {
+			s.NodeGroupClassName, s.KernelModules = "kairos", []string{"nvidia"}
+		}), WantErr: v1.TalosOnlyFieldsMessage},
+		{Name: "gpus refused on kairos", Obj: pool("kairos-gpus", func(s *v1.NodeGroupSpec) {
+			s.NodeGroupClassName, s.GPUs = "kairos", []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10"}}
+		}), WantErr: v1.TalosOnlyFieldsMessage},
+		{Name: "talos block refused on kairos", Obj: pool("kairos-talos", func(s *v1.NodeGroupSpec) {
+			s.NodeGroupClassName, s.Talos = "kairos", &v1.NodeGroupTalos{}
+		}), WantErr: v1.TalosOnlyFieldsMessage},
+		{Name: "plain kairos pool", Obj: pool("kairos-plain", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" })},
+		{Name: "gpu with a tenant resource name", Obj: pool("gpu-resource", func(s *v1.NodeGroupSpec) {
+			s.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", ResourceName: "nvidia.com/mig-1g.10gb"}}
+		})},
+		{Name: "gpu resource name without a domain refused", Obj: pool("gpu-resource-bare", func(s *v1.NodeGroupSpec) {
+			s.GPUs = []v1.GPU{{DeviceName: "nvidia.com/GA102GL_A10", ResourceName: "gpu"}}
+		}), WantErr: "spec.gpus[0].resourceName"},
+		{Name: "autoscaling options", Obj: pool("autoscaling", func(s *v1.NodeGroupSpec) {
+			s.MinReplicas, s.MaxReplicas = 0, 5
+			s.Autoscaling = &v1.Autoscaling{ScaleDownUnneededTime: &metav1.Duration{Duration: 5 * time.Minute},
+				ScaleDownUtilizationThreshold: "0.5", ScaleDownGPUUtilizationThreshold: "1", MaxNodeProvisionTime: &metav1.Duration{Duration: 20 * time.Minute}}
+		})},
+		{Name: "utilization threshold above 1 refused", Obj: pool("threshold-high", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{ScaleDownUtilizationThreshold: "1.5"}
+		}), WantErr: "spec.autoscaling.scaleDownUtilizationThreshold must be a decimal between 0 and 1"},
+		{Name: "gpu utilization threshold not a number refused", Obj: pool("threshold-nan", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{ScaleDownGPUUtilizationThreshold: "half"}
+		}), WantErr: "spec.autoscaling.scaleDownGPUUtilizationThreshold must be a decimal between 0 and 1"},
+		{Name: "negative unneeded time refused", Obj: pool("unneeded-negative", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{ScaleDownUnneededTime: &metav1.Duration{Duration: -time.Minute}}
+		}), WantErr: "spec.autoscaling.scaleDownUnneededTime must be a duration between 0s and 24h"},
+		{Name: "provision time too short refused", Obj: pool("provision-short", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{MaxNodeProvisionTime: &metav1.Duration{Duration: time.Second}}
+		}), WantErr: "spec.autoscaling.maxNodeProvisionTime must be a duration between 1m and 24h"},
+		{Name: "startup time too long refused", Obj: pool("startup-long", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{MaxNodeStartupTime: &metav1.Duration{Duration: 48 * time.Hour}}
+		}), WantErr: "spec.autoscaling.maxNodeStartupTime must be a duration between 1m and 24h"},
+		{Name: "unready time too long refused", Obj: pool("unready-long", func(s *v1.NodeGroupSpec) {
+			s.Autoscaling = &v1.Autoscaling{ScaleDownUnreadyTime: &metav1.Duration{Duration: 25 * time.Hour}}
+		}), WantErr: "spec.autoscaling.scaleDownUnreadyTime must be a duration between 0s and 24h"},
+		{Name: "hostile sysctl refused", Obj: pool("sysctl", func(s *v1.NodeGroupSpec) {
+			s.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"kernel.x": "1; reboot"}}
+		}), WantErr: "spec.talos.sysctls values must be plain values"},
+		{Name: "sysctl key escaping /proc/sys refused", Obj: pool("sysctl-path", func(s *v1.NodeGroupSpec) {
+			s.Talos = &v1.NodeGroupTalos{Sysctls: map[string]v1.SysctlValue{"net/../../../var/lib/x": "1"}}
+		}), WantErr: "spec.talos.sysctls keys must be kernel parameter names"},
+		{Name: "unpinned osImage with shell refused", Obj: pool("osimage-shell", func(s *v1.NodeGroupSpec) { s.OSImage = "x`id`" }),
+			WantErr: "spec.osImage must be an image reference"},
+		{Name: "rollout and health check", Obj: pool("rollout", func(s *v1.NodeGroupSpec) {
+			s.Rollout = &v1.Rollout{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromString("25%"))}
+			s.HealthCheck = &v1.HealthCheck{UnhealthyNotReadyTimeout: &metav1.Duration{Duration: 300e9}}
+		})},
+	}
+}
+
+// AsSent is ng as a client sends it: its JSON, read back as the API server reads a body.
+func AsSent(t testing.TB, ng *v1.NodeGroup) *unstructured.Unstructured {
+	t.Helper()
+	ng = ng.DeepCopy()
+	ng.APIVersion, ng.Kind = v1.GroupVersion.String(), "NodeGroup"
+	b, err := json.Marshal(ng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
