@@ -5,6 +5,8 @@
 //	     --namespace-labels k=v,... --control-plane-version v1.35.4 --running]
 //	kubectl nodegroup render -f pool.yaml [--name NAME] [--objects objects.yaml ...] [-o yaml|json|wide]
 //	kubectl nodegroup explain NAME [-n NAMESPACE] [-o yaml|json|wide]
+//	kubectl nodegroup get [NAME ...] [-n NAMESPACE | -A] [-o wide|yaml|json]
+//	kubectl nodegroup classes [-n NAMESPACE]
 //	kubectl nodegroup version
 //	kubectl nodegroup completion bash|zsh|fish|powershell
 //
@@ -19,10 +21,10 @@
 // defaults and resolved from files with the operator's own resolve and render packages;
 // it exits 1 with the condition the operator would set when the pool cannot render.
 //
-// explain asks the cluster, reached as kubectl reaches it (--kubeconfig, --context, -n
-// and the rest of kubectl's flags, k8s.io/cli-runtime), why a pool is not ready: its
-// conditions in order, its MachineDeployment and its machines. It exits 0 for a ready
-// pool, 1 otherwise.
+// explain, get and classes ask the cluster, reached as kubectl reaches it (--kubeconfig,
+// --context, -n and the rest of kubectl's flags, k8s.io/cli-runtime): explain why a pool
+// is not ready (exit 0 for a ready pool, 1 otherwise), get the pools in one table, classes
+// the classes and locations and which locations the namespace may use.
 package main
 
 import (
@@ -69,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(validateCommand(), renderCommand(), explainCommand(), versionCommand())
+	root.AddCommand(validateCommand(), renderCommand(), explainCommand(), getCommand(), classesCommand(), versionCommand())
 	err := root.Execute()
 	var code exitCode
 	switch {
