@@ -101,3 +101,19 @@ setup() {
   [[ "$output" == *"the operator would refuse the pool: spec.kubernetesVersion"* ]]
   [[ "$output" == *"(class-version)"* ]]
 }
+
+@test "version names the build, completion prints a shell script" {
+  run kubectl-nodegroup version
+  [ "$status" -eq 0 ]
+  [[ "$output" == "kubectl-nodegroup "* ]]
+  run kubectl-nodegroup completion bash
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"__start_kubectl-nodegroup"* ]]
+}
+
+@test "get without a reachable cluster says so and exits 2" {
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: "https://127.0.0.1:1"}}]\ncontexts: [{name: x, context: {cluster: x, user: x, namespace: tenant-demo}}]\nusers: [{name: x, user: {token: t}}]\ncurrent-context: x\n' > "$BATS_TEST_TMPDIR/kubeconfig"
+  run kubectl-nodegroup get --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig" --request-timeout 5s
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"get:"*"127.0.0.1:1"* ]]
+}

@@ -96,12 +96,17 @@ func versionCommand() *cobra.Command {
 }
 
 // version is the module version the binary was built as (a tag with `go install
-// ...@v0.3.0`, "(devel)" from a checkout) and the VCS revision it was built from.
+// ...@v0.3.0`, "(devel)" from a checkout) and the VCS revision it was built from (none
+// when built with -buildvcs=false).
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "(no build information)"
 	}
+	return versionOf(info)
+}
+
+func versionOf(info *debug.BuildInfo) string {
 	v := info.Main.Version
 	var revision, modified string
 	for _, s := range info.Settings {
