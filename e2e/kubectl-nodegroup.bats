@@ -117,3 +117,16 @@ setup() {
   [ "$status" -eq 2 ]
   [[ "$output" == *"get:"*"127.0.0.1:1"* ]]
 }
+
+@test "render -o wide prints a table of the objects, -o name their names" {
+  args=(-f testdata/pool-kairos.yaml --objects "$BATS_FILE_TMPDIR/tenant.yaml" --objects ../examples/platform.yaml
+    --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10)
+  run kubectl-nodegroup render "${args[@]}" -o wide
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" == "NAME"*"KIND"*"API VERSION" ]]
+  [[ "$output" =~ demo-kairos\ +MachineDeployment\ +cluster.x-k8s.io/v1beta2 ]]
+  [ "${#lines[@]}" -eq 5 ]
+  run kubectl-nodegroup render "${args[@]}" -o name
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"machinedeployment.cluster.x-k8s.io/demo-kairos"* ]]
+}

@@ -157,10 +157,11 @@ func TestExplain(t *testing.T) {
 	}
 
 	set(v1.ConditionReady, metav1.ConditionTrue, "MachinesReady", "1 of 1 machines ready")
+	set(v1.ConditionTalosIdentityReady, metav1.ConditionTrue, "Ready", "the join identity demo-talos is current")
 	if err := env.Client.Status().Update(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
-	if code, text, _ := cli("tenant", "explain", "web"); code != 0 || !strings.Contains(text, "The pool is ready.") {
+	if code, text, _ := cli("tenant", "explain", "web"); code != 0 || !strings.Contains(text, "The pool is ready.") || strings.Contains(text, "TalosIdentityReady") {
 		t.Fatalf("exit %d, output:\n%s", code, text)
 	}
 	// -o yaml prints the pool as read, and it reads back as it was.
@@ -169,7 +170,8 @@ func TestExplain(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(text), back); code != 0 || err != nil || back.Status.Summary != "RollingOut" || back.Kind != "NodeGroup" {
 		t.Fatalf("-o yaml: exit %d, %v:\n%s%s", code, err, text, errText)
 	}
-	if code, text, _ := cli("tenant", "explain", "web", "-o", "wide"); code != 0 || !strings.Contains(text, "The pool is ready.") {
+	if code, text, _ := cli("tenant", "explain", "web", "-o", "wide"); code != 0 || !strings.Contains(text, "The pool is ready.") ||
+		!strings.Contains(text, "TalosIdentityReady=True (Ready): the join identity demo-talos is current") {
 		t.Fatalf("-o wide: exit %d, output:\n%s", code, text)
 	}
 
