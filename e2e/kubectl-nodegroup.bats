@@ -101,3 +101,32 @@ setup() {
   [[ "$output" == *"the operator would refuse the pool: spec.kubernetesVersion"* ]]
   [[ "$output" == *"(class-version)"* ]]
 }
+
+@test "version names the build, completion prints a shell script" {
+  run kubectl-nodegroup version
+  [ "$status" -eq 0 ]
+  [[ "$output" == "kubectl-nodegroup "* ]]
+  run kubectl-nodegroup completion bash
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"__start_kubectl-nodegroup"* ]]
+}
+
+@test "get without a reachable cluster says so and exits 2" {
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: "https://127.0.0.1:1"}}]\ncontexts: [{name: x, context: {cluster: x, user: x, namespace: tenant-demo}}]\nusers: [{name: x, user: {token: t}}]\ncurrent-context: x\n' > "$BATS_TEST_TMPDIR/kubeconfig"
+  run kubectl-nodegroup get --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig" --request-timeout 5s
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"get:"*"127.0.0.1:1"* ]]
+}
+
+@test "render -o wide prints a table of the objects, -o name their names" {
+  args=(-f testdata/pool-kairos.yaml --objects "$BATS_FILE_TMPDIR/tenant.yaml" --objects ../examples/platform.yaml
+    --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10)
+  run kubectl-nodegroup render "${args[@]}" -o wide
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" == "NAME"*"KIND"*"API VERSION" ]]
+  [[ "$output" =~ demo-kairos\ +MachineDeployment\ +cluster.x-k8s.io/v1beta2 ]]
+  [ "${#lines[@]}" -eq 5 ]
+  run kubectl-nodegroup render "${args[@]}" -o name
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"machinedeployment.cluster.x-k8s.io/demo-kairos"* ]]
+}

@@ -425,6 +425,9 @@ type MachineNotRunning struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.summary`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
+// +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.upToDateReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`,priority=1
+// +kubebuilder:printcolumn:name="MachineDeployment",type=string,JSONPath=`.status.machineDeploymentName`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodeGroup struct {
 	metav1.TypeMeta   `json:",inline"`

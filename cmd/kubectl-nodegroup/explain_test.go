@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,25 +15,64 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	// kubeconfig is a kubeconfig file of the test API server with two contexts: admin
+	// (current), and tenant, the admin's credentials impersonating the user "tenant" in
+	// the namespace "default", as a tenant's kubeconfig names its own namespace.
+	kubeconfig string
+)
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
-		restConfig = func() (*rest.Config, error) { return e.Config, nil }
-		return nil
+		dir, err := os.MkdirTemp("", "kubectl-nodegroup")
+		if err != nil {
+			return err
+		}
+		e.BeforeStop(func() { _ = os.RemoveAll(dir) })
+		kubeconfig = filepath.Join(dir, "kubeconfig")
+		return writeKubeconfig(e.KubeConfig(), kubeconfig)
 	})
 }
 
-// asTenant makes explain ask as a tenant who may read NodeGroups of the namespace and
-// nothing else: no MachineDeployment, no Machine.
+func writeKubeconfig(admin []byte, path string) error {
+	cfg, err := clientcmd.Load(admin)
+	if err != nil {
+		return err
+	}
+	cur := cfg.Contexts[cfg.CurrentContext]
+	if cur == nil {
+		return fmt.Errorf("the test API server's kubeconfig has no current context")
+	}
+	tenant := cfg.AuthInfos[cur.AuthInfo].DeepCopy()
+	tenant.Impersonate = "tenant"
+	cfg.AuthInfos["tenant"] = tenant
+	cfg.Contexts["admin"] = &clientcmdapi.Context{Cluster: cur.Cluster, AuthInfo: cur.AuthInfo}
+	cfg.Contexts["tenant"] = &clientcmdapi.Context{Cluster: cur.Cluster, AuthInfo: "tenant", Namespace: "default"}
+	cfg.CurrentContext = "admin"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// cli runs the plugin against the test API server in the kubeconfig's context.
+func cli(context string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(append(args, "--kubeconfig", kubeconfig, "--context", context), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// asTenant grants the user "tenant" (the kubeconfig's tenant context) the reading of
+// NodeGroups of the namespace and nothing else: no MachineDeployment, no Machine.
 func asTenant(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
@@ -40,7 +82,7 @@ func asTenant(t *testing.T, ns string) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tenant"}}}
 	for _, obj := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, obj); err != nil {
+		if err := env.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,8 +95,6 @@ func asTenant(t *testing.T, ns string) {
 	if err := tenant.List(ctx, &clusterv1.MachineList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
 		t.Fatalf("the tenant may list Machines (%v): the test proves nothing", err)
 	}
-	restConfig = func() (*rest.Config, error) { return cfg, nil }
-	t.Cleanup(func() { restConfig = func() (*rest.Config, error) { return env.Config, nil } })
 }
 
 // TestExplain asks a real API server, as a tenant who may read only NodeGroups, about a
@@ -79,14 +119,13 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var out, errOut bytes.Buffer
-	code := run([]string{"explain", "web", "-n", "default"}, &out, &errOut)
-	text := out.String()
+	// The tenant context's namespace is the pool's: no -n.
+	code, text, errText := cli("tenant", "explain", "web")
 	if code != 1 || !strings.Contains(text, `!! its cluster and control plane (ClusterNotFound): Cluster "tenant" does not exist`) ||
 		!strings.Contains(text, "ok its class") || !strings.Contains(text, "?  its machines: not reported yet") ||
 		!strings.Contains(text, "?  its Cluster API objects: not checked yet") ||
 		!strings.Contains(text, "fix the first step marked !!") {
-		t.Fatalf("exit %d, output:\n%s%s", code, text, errOut.String())
+		t.Fatalf("exit %d, output:\n%s%s", code, text, errText)
 	}
 
 	set(v1.ConditionClusterFound, metav1.ConditionTrue, "Resolved", `cluster "tenant"`)
@@ -103,9 +142,7 @@ func TestExplain(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
-	out.Reset()
-	code = run([]string{"explain", "web", "-n", "default"}, &out, &errOut)
-	text = out.String()
+	code, text, errText = cli("tenant", "explain", "web", "-n", "default")
 	for _, want := range []string{
 		"Machines (MachineDeployment tenant-web): RollingOut; 2/3 ready, 1 up to date, 3 available of 4",
 		"Kubernetes v1.35.4, bootstrap template web-b2, infrastructure template web-i1",
@@ -115,22 +152,30 @@ func TestExplain(t *testing.T) {
 		"and 2 more machines not running (kubectl get machines -n default -l nodegroup.io/pool=web)",
 	} {
 		if code != 1 || !strings.Contains(text, want) {
-			t.Fatalf("exit %d, want %q in the output:\n%s%s", code, want, text, errOut.String())
+			t.Fatalf("exit %d, want %q in the output:\n%s%s", code, want, text, errText)
 		}
 	}
 
 	set(v1.ConditionReady, metav1.ConditionTrue, "MachinesReady", "1 of 1 machines ready")
+	set(v1.ConditionTalosIdentityReady, metav1.ConditionTrue, "Ready", "the join identity demo-talos is current")
 	if err := env.Client.Status().Update(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
-	out.Reset()
-	if code := run([]string{"explain", "web", "-n", "default"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "The pool is ready.") {
-		t.Fatalf("exit %d, output:\n%s", code, out.String())
+	if code, text, _ := cli("tenant", "explain", "web"); code != 0 || !strings.Contains(text, "The pool is ready.") || strings.Contains(text, "TalosIdentityReady") {
+		t.Fatalf("exit %d, output:\n%s", code, text)
+	}
+	// -o yaml prints the pool as read, and it reads back as it was.
+	code, text, errText = cli("tenant", "explain", "web", "-o", "yaml")
+	back := &v1.NodeGroup{}
+	if err := yaml.UnmarshalStrict([]byte(text), back); code != 0 || err != nil || back.Status.Summary != "RollingOut" || back.Kind != "NodeGroup" {
+		t.Fatalf("-o yaml: exit %d, %v:\n%s%s", code, err, text, errText)
+	}
+	if code, text, _ := cli("tenant", "explain", "web", "-o", "wide"); code != 0 || !strings.Contains(text, "The pool is ready.") ||
+		!strings.Contains(text, "TalosIdentityReady=True (Ready): the join identity demo-talos is current") {
+		t.Fatalf("-o wide: exit %d, output:\n%s", code, text)
 	}
 
-	out.Reset()
-	errOut.Reset()
-	if code := run([]string{"explain", "nope", "-n", "default"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `NodeGroup default/nope`) {
-		t.Fatalf("a missing pool: exit %d, %s", code, errOut.String())
+	if code, _, errText := cli("tenant", "explain", "nope"); code != 2 || !strings.Contains(errText, `NodeGroup default/nope`) {
+		t.Fatalf("a missing pool: exit %d, %s", code, errText)
 	}
 }

@@ -1,26 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
@@ -32,38 +29,49 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 )
 
-// multiFlag collects a repeated flag.
-type multiFlag []string
+// renderOptions are render's flags.
+type renderOptions struct {
+	poolFile, name               string
+	objects                      []string
+	apiserverIP, dnsIP, endpoint string
+	output                       *outputFlags
+}
 
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+func renderCommand() *cobra.Command {
+	o := &renderOptions{}
+	cmd := &cobra.Command{
+		Use:   "render -f pool.yaml",
+		Short: "Print the objects the operator would apply for a pool, from files",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return status(renderCmd(o, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVarP(&o.poolFile, "filename", "f", "", "the NodeGroup (YAML)")
+	fs.StringArrayVar(&o.objects, "objects", nil, "a YAML file of the objects the pool needs: its Cluster and control plane, class, location, namespace, the Talos secrets (repeatable)")
+	fs.StringVar(&o.apiserverIP, "apiserver-ip", "", "ClusterIP of the tenant API server Service, when the files do not hold the Service")
+	fs.StringVar(&o.dnsIP, "management-dns-ip", "", "ClusterIP of the management cluster's DNS Service (kube-system/kube-dns)")
+	fs.StringVar(&o.endpoint, "control-plane-endpoint", "", "host:port of the tenant API server, when the files hold the Cluster without its spec.controlPlaneEndpoint (the control-plane provider publishes it)")
+	fs.StringVar(&o.name, "name", "", "the pool to render, when the file holds several")
+	o.output = addOutputFlags(cmd, "yaml", "wide: a table of the objects")
+	return cmd
+}
 
 // renderCmd prints the objects the operator would apply for a pool, from files.
-func renderCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("render", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	poolFile := fs.String("f", "", "the NodeGroup (YAML)")
-	var objects multiFlag
-	fs.Var(&objects, "objects", "a YAML file of the objects the pool needs: its Cluster and control plane, class, location, namespace, the Talos secrets (repeatable)")
-	apiserverIP := fs.String("apiserver-ip", "", "ClusterIP of the tenant API server Service, when the files do not hold the Service")
-	dnsIP := fs.String("management-dns-ip", "", "ClusterIP of the management cluster's DNS Service (kube-system/kube-dns)")
-	endpoint := fs.String("control-plane-endpoint", "", "host:port of the tenant API server, when the files hold the Cluster without its spec.controlPlaneEndpoint (the control-plane provider publishes it)")
-	name := fs.String("name", "", "the pool to render, when the file holds several")
-	output := fs.String("o", "yaml", "output format: yaml or json")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *poolFile == "" {
+func renderCmd(o *renderOptions, stdout, stderr io.Writer) int {
+	if o.poolFile == "" {
 		fmt.Fprintln(stderr, "render: -f pool.yaml is required")
 		return 2
 	}
-	if *output != "yaml" && *output != "json" {
-		fmt.Fprintf(stderr, "render: -o %q: use yaml or json\n", *output)
+	printer, err := o.output.printer()
+	if err != nil {
+		fmt.Fprintln(stderr, "render:", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ng, _, err := readPool(ctx, *poolFile, *name, "")
+	ng, _, err := readPool(ctx, o.poolFile, o.name, "")
 	if apierrors.IsInvalid(err) {
 		fmt.Fprintln(stderr, "render: the API server would refuse the pool:")
 		refusedByAPIServer(stderr, "  - ", err)
@@ -75,7 +83,7 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	store, resolver, err := offlineCluster(objects, ng, *apiserverIP, *dnsIP, *endpoint)
+	store, resolver, err := offlineCluster(o.objects, ng, o.apiserverIP, o.dnsIP, o.endpoint)
 	if err != nil {
 		fmt.Fprintln(stderr, "render:", err)
 		return 2
@@ -114,7 +122,13 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "render: the operator would set Rendered=False:", err)
 		return 1
 	}
-	if err := print(stdout, out, *output); err != nil {
+	objs := out.Objects()
+	if o.output.wide() {
+		err = printTable(stdout, objectTable(objs), printers.PrintOptions{Wide: true})
+	} else {
+		err = o.output.print(stdout, printer, objs, o.output.format() == "json")
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "render:", err)
 		return 2
 	}
@@ -193,27 +207,13 @@ func addDefaults(store *offline.Store, s *runtime.Scheme, ng *v1.NodeGroup, apis
 	return nil
 }
 
-func print(w io.Writer, out *render.Output, format string) error {
-	var buf bytes.Buffer
-	objs := out.Objects()
-	if format == "json" {
-		enc := json.NewEncoder(&buf)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": objs}); err != nil {
-			return err
-		}
-	} else {
-		for i, obj := range objs {
-			b, err := yaml.Marshal(obj)
-			if err != nil {
-				return err
-			}
-			if i > 0 {
-				buf.WriteString("---\n")
-			}
-			buf.Write(b)
-		}
+// objectTable is a table of objects: their kind, name and API version.
+func objectTable(objs []client.Object) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string"}, {Name: "Kind", Type: "string"}, {Name: "API version", Type: "string"}}}
+	for _, obj := range objs {
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{obj.GetName(), gvk.Kind, gvk.GroupVersion().String()}, Object: runtime.RawExtension{Object: obj}})
 	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return t
 }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,33 +17,49 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook"
 )
 
-func validate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	poolFile := fs.String("f", "", "the NodeGroup (YAML)")
-	name := fs.String("name", "", "the pool to validate, when the file holds several")
-	var objects multiFlag
-	fs.Var(&objects, "objects", "a YAML file of the objects the webhook reads: classes, locations, the pool's namespace, its Cluster and control plane, its MachineDeployment (repeatable); the pool is then judged by the webhook's own code, and --class, --location, --namespace-labels, --control-plane-version and --running are not used")
-	classFile := fs.String("class", "", "the NodeGroupClass the pool names (YAML); built-in classes need none")
-	locationFile := fs.String("location", "", "the Location the pool names (YAML); without it the built-in in-cluster location, which admits every namespace")
-	nsLabels := fs.String("namespace-labels", "", "labels of the pool's namespace, k=v,k=v")
-	cpVersion := fs.String("control-plane-version", "", "the release of the pool's control plane, for the version rules")
-	running := fs.Bool("running", false, "the pool already has machines (its MachineDeployment exists)")
-	oldFile := fs.String("old", "", "the pool as it is now (YAML), to validate an update")
-	oldClassFile := fs.String("old-class", "", "the class the old pool names (YAML), when it is not built in")
-	if err := fs.Parse(args); err != nil {
-		return 2
+// validateOptions are validate's flags.
+type validateOptions struct {
+	poolFile, name, oldFile                                    string
+	objects                                                    []string
+	classFile, locationFile, oldClassFile, nsLabels, cpVersion string
+	running                                                    bool
+}
+
+func validateCommand() *cobra.Command {
+	o := &validateOptions{}
+	cmd := &cobra.Command{
+		Use:   "validate -f pool.yaml",
+		Short: "Check a pool offline as the API server and the operator's webhook would",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return status(validate(o, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
 	}
-	if *poolFile == "" {
+	fs := cmd.Flags()
+	fs.StringVarP(&o.poolFile, "filename", "f", "", "the NodeGroup (YAML)")
+	fs.StringVar(&o.name, "name", "", "the pool to validate, when the file holds several")
+	fs.StringArrayVar(&o.objects, "objects", nil, "a YAML file of the objects the webhook reads: classes, locations, the pool's namespace, its Cluster and control plane, its MachineDeployment (repeatable); the pool is then judged by the webhook's own code, and --class, --location, --namespace-labels, --control-plane-version and --running are not used")
+	fs.StringVar(&o.classFile, "class", "", "the NodeGroupClass the pool names (YAML); built-in classes need none")
+	fs.StringVar(&o.locationFile, "location", "", "the Location the pool names (YAML); without it the built-in in-cluster location, which admits every namespace")
+	fs.StringVar(&o.nsLabels, "namespace-labels", "", "labels of the pool's namespace, k=v,k=v")
+	fs.StringVar(&o.cpVersion, "control-plane-version", "", "the release of the pool's control plane, for the version rules")
+	fs.BoolVar(&o.running, "running", false, "the pool already has machines (its MachineDeployment exists)")
+	fs.StringVar(&o.oldFile, "old", "", "the pool as it is now (YAML), to validate an update")
+	fs.StringVar(&o.oldClassFile, "old-class", "", "the class the old pool names (YAML), when it is not built in")
+	return cmd
+}
+
+func validate(o *validateOptions, stdout, stderr io.Writer) int {
+	if o.poolFile == "" {
 		fmt.Fprintln(stderr, "validate: -f pool.yaml is required")
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ng, old, err := readPool(ctx, *poolFile, *name, *oldFile)
+	ng, old, err := readPool(ctx, o.poolFile, o.name, o.oldFile)
 	if apierrors.IsInvalid(err) {
 		// The API server refuses the pool itself, before its webhook would see it.
-		fmt.Fprintf(stdout, "%s is refused:\n", poolName(*poolFile, *name))
+		fmt.Fprintf(stdout, "%s is refused:\n", poolName(o.poolFile, o.name))
 		refusedByAPIServer(stdout, "  - ", err)
 		return 1
 	}
@@ -54,8 +70,8 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	pool := "NodeGroup " + ng.Namespace + "/" + ng.Name
-	if len(objects) > 0 {
-		store, resolver, err := offlineCluster(objects, ng, "", "", "")
+	if len(o.objects) > 0 {
+		store, resolver, err := offlineCluster(o.objects, ng, "", "", "")
 		if err != nil {
 			fmt.Fprintln(stderr, "validate:", err)
 			return 2
@@ -72,13 +88,13 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s is refused:\n  - %s\n", pool, denied)
 		return 1
 	}
-	in, err := loadInput(ng, old, *classFile, *locationFile, *oldClassFile, *nsLabels)
+	in, err := loadInput(ng, old, o.classFile, o.locationFile, o.oldClassFile, o.nsLabels)
 	if err != nil {
 		fmt.Fprintln(stderr, "validate:", err)
 		return 2
 	}
-	in.ControlPlaneVersion = *cpVersion
-	in.MachineDeploymentExists = *running
+	in.ControlPlaneVersion = o.cpVersion
+	in.MachineDeploymentExists = o.running
 	violations, err := policy.Evaluate(ctx, in)
 	if err != nil {
 		fmt.Fprintln(stderr, "validate:", err)

@@ -336,3 +336,23 @@ func compilePoolRule(rule string) (prog cel.Program, err error) {
 	}
 	return prog, nil
 }
+
+// LocationAdmits reports whether a location admits a namespace with the given labels:
+// the location-access rule alone, the one Evaluate runs for a pool, so a tool that
+// shows which locations a namespace may use answers as the webhook would.
+func LocationAdmits(ctx context.Context, location *v1.LocationSpec, namespaceLabels map[string]string) (bool, error) {
+	vars, err := activation(Input{Object: &v1.NodeGroup{}, Class: &v1.NodeGroupClassSpec{}, Location: location, NamespaceLabels: namespaceLabels})
+	if err != nil {
+		return false, err
+	}
+	for _, r := range compiledBuiltins {
+		if r.Name == RuleLocationAccess {
+			val, _, err := r.prog.ContextEval(ctx, vars)
+			if err != nil {
+				return false, fmt.Errorf("policy: rule %s: %w", r.Name, err)
+			}
+			return val == types.True, nil
+		}
+	}
+	return false, fmt.Errorf("policy: no rule %s", RuleLocationAccess)
+}

@@ -264,6 +264,9 @@ func TestLocationAccessIsLabelSelector(t *testing.T) {
 			if admitted := len(got) == 0; admitted != want {
 				t.Errorf("selector %d %v, namespace labels %v: admitted %v, metav1 says %v (%v)", i, sel, ns, admitted, want, got)
 			}
+			if admits, err := LocationAdmits(context.Background(), location(sel), ns); err != nil || admits != want {
+				t.Errorf("selector %d %v, namespace labels %v: LocationAdmits %v (%v), metav1 says %v", i, sel, ns, admits, err, want)
+			}
 		}
 	}
 }
