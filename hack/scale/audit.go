@@ -164,7 +164,7 @@ func (h *harness) analyse(context.Context) error {
 			if e.User.Username == localrun.OperatorUser && e.write() && !e.leaderElection() {
 				outside++
 				if len(outsideSample) < 10 {
-					outsideSample = append(outsideSample, e.Verb+" "+e.RequestURI)
+					outsideSample = append(outsideSample, h.describeOutside(e))
 				}
 			}
 			return
@@ -205,6 +205,26 @@ func (h *harness) analyse(context.Context) error {
 		h.res.Anomalies = append(h.res.Anomalies, fmt.Sprintf("the operator sent %d writes outside every measured phase, e.g. %v", outside, outsideSample))
 	}
 	return err
+}
+
+// describeOutside names a write no phase counts, and when it came: which phase it
+// followed and by how long, so a late or early write can be told from a stray one.
+func (h *harness) describeOutside(e *auditEvent) string {
+	what := e.Verb + " " + e.RequestURI
+	if e.ObjectRef != nil && e.ObjectRef.Name != "" {
+		what += " (" + e.ObjectRef.Name + ")"
+	}
+	var last *window
+	for i := range h.windows {
+		w := &h.windows[i]
+		if !w.end.After(e.RequestReceivedTimestamp) && (last == nil || w.end.After(last.end)) {
+			last = w
+		}
+	}
+	if last == nil {
+		return what + " before the first phase"
+	}
+	return fmt.Sprintf("%s %s after the end of %s", what, e.RequestReceivedTimestamp.Sub(last.end).Round(time.Millisecond), last.name)
 }
 
 // attribute counts a write of the change wave against the pool it concerns: changed,
