@@ -80,8 +80,9 @@ func printClasses(cluster clusterFlags, w io.Writer) error {
 }
 
 // locationAccess says, for a location's name, whether pools of namespace ns may use
-// it: "yes", "no", or unknown when the caller may not read the namespace's labels (a
-// tenant's roles are usually namespaced) or the location is gone.
+// it: "yes", "no", or unknown when the caller may not read the namespace's labels (the
+// chart's tenant-view role lets a tenant get its own namespace, and no other) or the
+// location is gone.
 func locationAccess(ctx context.Context, c client.Client, ns string) (func(location string) string, error) {
 	namespace := &corev1.Namespace{}
 	err := c.Get(ctx, client.ObjectKey{Name: ns}, namespace)

@@ -90,6 +90,14 @@ builtins:
   location:
     inCluster:
       enabled: false
+tenantCatalog:
+  subjects:
+    - kind: Group
+      name: platform:tenants
+      apiGroup: rbac.authorization.k8s.io
+    - kind: ServiceAccount
+      name: pool-bot
+      namespace: ci
 `
 
 // externalIssuerValues: cert-manager with the platform's ClusterIssuer, one replica (no
@@ -151,10 +159,13 @@ builtins:
 `
 
 // webhookOffValues: no admission webhook (no Service, configuration, certificate or
-// their RBAC), no PodDisruptionBudget, and plain HTTP metrics (no metrics RBAC, a
-// ServiceMonitor without TLS or token, alerts without the webhook's).
+// their RBAC), no PodDisruptionBudget, plain HTTP metrics (no metrics RBAC, a
+// ServiceMonitor without TLS or token, alerts without the webhook's), and no binding of
+// the catalog reader.
 const webhookOffValues = `
 webhook:
+  enabled: false
+tenantCatalog:
   enabled: false
 podDisruptionBudget:
   enabled: false

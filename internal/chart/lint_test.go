@@ -87,6 +87,8 @@ func TestTemplatesRefuseContradictions(t *testing.T) {
 			"metrics.dashboard.enabled needs metrics.enabled: there is no metrics endpoint to scrape"},
 		{"alerts without metrics", "metrics:\n  enabled: false\n  prometheusRule:\n    enabled: true\n",
 			"metrics.prometheusRule.enabled needs metrics.enabled: there is no metrics endpoint to scrape"},
+		{"a catalog binding without subjects", "tenantCatalog:\n  subjects: []\n",
+			"tenantCatalog.enabled needs at least one subject in tenantCatalog.subjects"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rv, err := renderValues(c, parseValues(t, tc.values))

@@ -2,24 +2,26 @@ package chart
 
 import (
 	"context"
-	"github.com/nodegroup-io/nodegroup-operator/internal/golden"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/golden"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -85,25 +87,17 @@ func TestOperatorClusterRoleIsGeneratedFromMarkers(t *testing.T) {
 // selectors match. A tenant is then bound to the real edit role, as platforms bind
 // tenants; and, as the aggregation-free case, straight to the tenant-edit role.
 func TestTenantsManagePoolsButNeverPublishClassesOrLocations(t *testing.T) {
-	ctx := context.Background()
-	objs := objects(t, render(t, nil))
-	for _, name := range []string{"nodegroup-operator-tenant-edit", "nodegroup-operator-tenant-view"} {
-		role := find(t, objs, "ClusterRole", name).DeepCopy()
-		if err := env.Client.Create(ctx, role); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), role) })
-	}
+	createRendered(t, objects(t, render(t, nil)), "ClusterRole/nodegroup-operator-tenant-edit", "ClusterRole/nodegroup-operator-tenant-view")
 	ensureNamespace(t, "tenant-a")
 	ensureNamespace(t, "tenant-b")
 	alice := subject{user: "alice", groups: []string{"system:authenticated"}}   // edit in tenant-a
 	bob := subject{user: "bob", groups: []string{"system:authenticated"}}       // tenant-edit in tenant-a, directly
 	carol := subject{user: "carol", groups: []string{"system:authenticated"}}   // admin in tenant-a
 	victor := subject{user: "victor", groups: []string{"system:authenticated"}} // view in tenant-a
-	bind(t, "tenant-a", "alice-edit", "edit", alice.user)
-	bind(t, "tenant-a", "bob-tenant-edit", "nodegroup-operator-tenant-edit", bob.user)
-	bind(t, "tenant-a", "carol-admin", "admin", carol.user)
-	bind(t, "tenant-a", "victor-view", "view", victor.user)
+	bind(t, "tenant-a", "alice-edit", "edit", userSubject(alice.user))
+	bind(t, "tenant-a", "bob-tenant-edit", "nodegroup-operator-tenant-edit", userSubject(bob.user))
+	bind(t, "tenant-a", "carol-admin", "admin", userSubject(carol.user))
+	bind(t, "tenant-a", "victor-view", "view", userSubject(victor.user))
 
 	pools := func(ns, verb string) authorizationv1.ResourceAttributes {
 		return authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: "nodegroup.io", Resource: "nodegroups"}
@@ -182,13 +176,31 @@ func aggregate(t *testing.T, name string) {
 	})
 }
 
-// bind binds a user to a ClusterRole in a namespace, as a platform binds a tenant.
-func bind(t *testing.T, ns, name, clusterRole, user string) {
+// createRendered creates the rendered objects named kind/name, and deletes them when
+// the test ends.
+func createRendered(t *testing.T, objs []*unstructured.Unstructured, kindNames ...string) {
+	t.Helper()
+	for _, kn := range kindNames {
+		kind, name, _ := strings.Cut(kn, "/")
+		obj := find(t, objs, kind, name).DeepCopy()
+		if err := env.Client.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
+	}
+}
+
+func userSubject(name string) rbacv1.Subject {
+	return rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}
+}
+
+// bind binds a subject to a ClusterRole in a namespace, as a platform binds a tenant.
+func bind(t *testing.T, ns, name, clusterRole string, who rbacv1.Subject) {
 	t.Helper()
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		Subjects:   []rbacv1.Subject{who},
 	}
 	if err := env.Client.Create(context.Background(), rb); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
