@@ -35,7 +35,8 @@ const (
 )
 
 // A Talos pool and a Kairos pool reach Ready: Machines Running, Nodes Ready with the role,
-// pool and location labels and the pool's taints, and the pool's status counting them.
+// pool and location labels and the pool's taints, and the pool's status counting them;
+// the operator's metrics, scraped as Prometheus does, count them Ready and time it.
 func TestPoolsReachReady(t *testing.T) {
 	timed(t)
 	ns := "e2e-ready"
@@ -113,6 +114,7 @@ func TestPoolsReachReady(t *testing.T) {
 			return nil
 		})
 	}
+	readyInMetrics(t, 2)
 }
 
 // A fixed pool ends at exactly its size; an autoscaled pool starts at its minimum, and

@@ -84,6 +84,50 @@ setup() {
   [[ "$output" == *"The pool is ready"* ]]
 }
 
+@test "a tenant with the view role reads the pool with kubectl's flags" {
+  # The tenant's identity: a ServiceAccount bound in its namespace to the chart's view role.
+  kubectl create serviceaccount -n tenant-demo viewer
+  kubectl create rolebinding -n tenant-demo viewer --clusterrole nodegroup-operator-tenant-view --serviceaccount tenant-demo:viewer
+  # A kubeconfig with two contexts on the management cluster, both in tenant-demo: admin
+  # (the current one, the admin's credentials) and tenant (the ServiceAccount's token).
+  kc="$BATS_FILE_TMPDIR/contexts.kubeconfig"
+  kubectl config view --raw --minify >"$kc"
+  current=$(kubectl --kubeconfig "$kc" config current-context)
+  cluster=$(kubectl --kubeconfig "$kc" config view -o jsonpath='{.contexts[0].context.cluster}')
+  [ "$current" = admin ] || kubectl --kubeconfig "$kc" config rename-context "$current" admin
+  kubectl --kubeconfig "$kc" config set-context admin --namespace tenant-demo
+  kubectl --kubeconfig "$kc" config set-credentials tenant --token "$(kubectl create token -n tenant-demo viewer --duration 1h)"
+  kubectl --kubeconfig "$kc" config set-context tenant --cluster "$cluster" --user tenant --namespace tenant-demo
+  run kubectl --kubeconfig "$kc" --context tenant auth can-i patch nodegroups/web
+  [ "$output" = no ]
+
+  # explain reads only the pool, which the view role grants (once the binding reaches
+  # the authorizer's cache).
+  for _ in $(seq 1 30); do
+    run kubectl-nodegroup explain web --kubeconfig "$kc" --context tenant
+    [ "$status" -eq 0 ] && break
+    sleep 1
+  done
+  [ "$status" -eq 0 ]
+  [[ "$output" == *demo-web* ]]
+  [[ "$output" == *"The pool is ready"* ]]
+
+  run kubectl-nodegroup get --kubeconfig "$kc" --context tenant -o yaml
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"kind: NodeGroup"* ]]
+  [[ "$output" == *"name: web"* ]]
+  [[ "$output" == *"ready: 1/1"* ]]
+
+  # The current context's namespace when no -n: the CRD's columns, READY as ready/wanted
+  # and the STATUS after it.
+  run kubectl-nodegroup get --kubeconfig "$kc"
+  [ "$status" -eq 0 ]
+  echo "$output"
+  [[ "$(echo "$output" | head -1)" == *" READY "*" STATUS "* ]]
+  row=$(echo "$output" | awk '$1 == "web" { $1 = $1; print }')
+  [[ " $row " == *" 1/1 Ready "* ]]
+}
+
 @test "resizing the fixed pool adds a machine" {
   kubectl patch -n tenant-demo nodegroup/web --type merge -p '{"spec":{"minReplicas":2,"maxReplicas":2}}'
   for _ in $(seq 1 120); do

@@ -353,6 +353,12 @@ func (e *Env) StopOperator() {
 	}
 }
 
+// OperatorMetrics reads the operator's metrics endpoint as a scraper holding token does
+// (localrun.Command.ScrapeMetrics) and returns the exposition text.
+func (e *Env) OperatorMetrics(ctx context.Context, token string) (string, error) {
+	return e.operatorCmd.ScrapeMetrics(ctx, token)
+}
+
 // OperatorLog is the operator's log file.
 func (e *Env) OperatorLog() string { return filepath.Join(e.Work, "nodegroup-operator.log") }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -22,9 +21,8 @@ import (
 type operator struct {
 	*localrun.Process
 	cmd *localrun.Command
-	// scrape reads its metrics as a scraper with the chart's metrics reader role does.
-	scrape *http.Client
-	token  string
+	// token is a scraper's with the chart's metrics reader role.
+	token string
 }
 
 // values are the chart values of a run: the operator's certificate valid for the
@@ -61,14 +59,7 @@ func (h *harness) startOperator(ctx context.Context, syncPeriod time.Duration) e
 	if err != nil {
 		return err
 	}
-	op := &operator{Process: p, cmd: cmd, scrape: http.DefaultClient, token: h.metricsToken}
-	if cmd.MetricsSecure {
-		// The operator's metrics certificate is self-signed, as Cluster API's is.
-		op.scrape = &http.Client{Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a self-signed local endpoint
-		}}
-	}
-	h.op = op
+	h.op = &operator{Process: p, cmd: cmd, token: h.metricsToken}
 	return nil
 }
 
@@ -100,22 +91,9 @@ func (m controllerMetrics) idle() bool { return m.queued == 0 && m.active == 0 }
 // metricsOf reads a controller's figures from the operator's metrics endpoint.
 func (o *operator) metricsOf(ctx context.Context, controller string) (controllerMetrics, error) {
 	var m controllerMetrics
-	url := o.cmd.MetricsURL()
-	if url == "" {
-		return m, errors.New("the chart renders the operator without metrics")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	text, err := o.cmd.ScrapeMetrics(ctx, o.token)
 	if err != nil {
 		return m, err
-	}
-	req.Header.Set("Authorization", "Bearer "+o.token)
-	resp, err := o.scrape.Do(req)
-	if err != nil {
-		return m, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return m, fmt.Errorf("metrics: %s", resp.Status)
 	}
 	series := []struct {
 		prefix string
@@ -126,7 +104,7 @@ func (o *operator) metricsOf(ctx context.Context, controller string) (controller
 		{`controller_runtime_active_workers{controller="` + controller + `"}`, &m.active},
 		{`nodegroup_operator_pools{`, &m.pools},
 	}
-	s := bufio.NewScanner(resp.Body)
+	s := bufio.NewScanner(strings.NewReader(text))
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
 		line := s.Text()

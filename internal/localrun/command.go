@@ -2,15 +2,20 @@ package localrun
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +78,37 @@ func (c *Command) MetricsURL() string {
 		return "https://" + c.Metrics + "/metrics"
 	}
 	return "http://" + c.Metrics + "/metrics"
+}
+
+// ScrapeMetrics reads the operator's metrics endpoint as Prometheus does, with token as
+// its bearer token (over HTTPS when MetricsSecure; controller-runtime serves them with a
+// self-signed certificate), and returns the exposition text.
+func (c *Command) ScrapeMetrics(ctx context.Context, token string) (string, error) {
+	url := c.MetricsURL()
+	if url == "" {
+		return "", errors.New("the chart renders the operator without metrics")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // authentication is the token's
+	}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("metrics: %s", resp.Status)
+	}
+	return string(body), nil
 }
 
 // Cmd is the command running the operator binary bin with c's arguments and
