@@ -29,9 +29,6 @@ const (
 	ReasonDeletionWaits = "DeletionWaits"
 )
 
-// maxListed is how many pools the condition names; the rest are counted.
-const maxListed = 10
-
 // Reconciler protects NodeGroupClasses and Locations that pools name.
 type Reconciler struct {
 	// Client reads through the manager's cache and writes to the API server.
@@ -196,16 +193,22 @@ func condition(pools []string, deleting bool, generation int64) metav1.Condition
 	return c
 }
 
-// listPools says "N pools: a, b, ..." naming the first maxListed, then "and N more".
+// listPools counts the pools ("namespace/name", sorted) and their namespaces. It names
+// none of them: classes and locations are cluster-scoped and every tenant may read them
+// (the chart's catalog-reader role), so a pool's name or namespace in their status would
+// tell one tenant about another. `kubectl get nodegroups -A` lists them for the platform.
 func listPools(pools []string) string {
-	noun := "pools"
-	if len(pools) == 1 {
-		noun = "pool"
+	namespaces := map[string]bool{}
+	for _, p := range pools {
+		ns, _, _ := strings.Cut(p, "/")
+		namespaces[ns] = true
 	}
-	shown := pools[:min(len(pools), maxListed)]
-	s := fmt.Sprintf("%d %s: %s", len(pools), noun, strings.Join(shown, ", "))
-	if rest := len(pools) - len(shown); rest > 0 {
-		s += fmt.Sprintf(" and %d more", rest)
+	return fmt.Sprintf("%s in %s", plural(len(pools), "pool"), plural(len(namespaces), "namespace"))
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
 	}
-	return s
+	return fmt.Sprintf("%d %ss", n, noun)
 }
