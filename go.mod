@@ -8,6 +8,8 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/kairos-io/kairos-sdk v0.11.0
 	github.com/prometheus/client_golang v1.24.0
+	github.com/prometheus/client_model v0.6.2
+	github.com/prometheus/common v0.70.0
 	github.com/rhysd/actionlint v1.7.7
 	github.com/siderolabs/crypto v0.6.3
 	github.com/siderolabs/talos/pkg/machinery v1.11.0
@@ -150,8 +152,6 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20241121165744-79df5c4772f2 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/pterm/pterm v0.12.81 // indirect
 	github.com/qeesung/image2ascii v1.0.1 // indirect

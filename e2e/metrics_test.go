@@ -5,11 +5,16 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -47,17 +52,20 @@ func readyInMetrics(t *testing.T, ready int) {
 				lines = append(lines, strings.TrimSpace(l))
 			}
 		}
-		observed, err := sumSeries(lines, metrics.Prefix+"pool_ready_seconds_count{", "")
+		scraped := exposition(text)
+		timings, err := metrics.Gather(scraped, metrics.Prefix+"pool_ready_seconds")
 		if err != nil {
 			return err
 		}
+		observed := metrics.Sum(timings, nil)
 		if observed < 1 {
 			return fmt.Errorf("%spool_ready_seconds counts %v observations, want at least 1", metrics.Prefix, observed)
 		}
-		reported, err := sumSeries(lines, metrics.Prefix+"pools{", `state="`+metrics.StateReady+`"`)
+		poolSeries, err := metrics.Gather(scraped, metrics.Prefix+"pools")
 		if err != nil {
 			return err
 		}
+		reported := metrics.Sum(poolSeries, map[string]string{"state": metrics.StateReady})
 		var pools v1.NodeGroupList
 		if err := env.Client.List(ctx, &pools); err != nil {
 			return err
@@ -78,19 +86,12 @@ func readyInMetrics(t *testing.T, ready int) {
 	}
 }
 
-// sumSeries sums the values of the exposition lines that start with prefix and contain
-// label.
-func sumSeries(lines []string, prefix, label string) (float64, error) {
-	var sum float64
-	for _, l := range lines {
-		if !strings.HasPrefix(l, prefix) || !strings.Contains(l, label) {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metrics line %q: %w", l, err)
-		}
-		sum += v
-	}
-	return sum, nil
+// exposition is a Gatherer of what a scrape returned, parsed as Prometheus parses the
+// text format, so the assertions read it through internal/metrics' Gather and Sum.
+func exposition(text string) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+		return slices.Collect(maps.Values(families)), err
+	})
 }
