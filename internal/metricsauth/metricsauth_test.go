@@ -1,0 +1,162 @@
+package metricsauth_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
+	"github.com/nodegroup-io/nodegroup-operator/internal/metricsauth"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, false, func(e *testenv.Env) error { env = e; return nil })
+}
+
+// reviewCounter counts the reviews sent to the API server, by resource.
+type reviewCounter struct {
+	next                 http.RoundTripper
+	tokens, accessChecks atomic.Int32
+}
+
+func (c *reviewCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch {
+	case strings.HasSuffix(req.URL.Path, "/tokenreviews"):
+		c.tokens.Add(1)
+	case strings.HasSuffix(req.URL.Path, "/subjectaccessreviews"):
+		c.accessChecks.Add(1)
+	}
+	return c.next.RoundTrip(req)
+}
+
+// guarded is a handler that answers "the metrics", behind the filter asking the API
+// server of cfg through hc.
+func guarded(t *testing.T, cfg *rest.Config, hc *http.Client) http.Handler {
+	t.Helper()
+	filter, err := metricsauth.Filter(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler, err := filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "the metrics")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return handler
+}
+
+// TestScrapesNeedAReviewedToken serves a handler behind the filter, asking the real
+// API server: no token and a refused token get 401, a token whose user may not get
+// /metrics 403, a token of a user bound to a role with get on /metrics the handler.
+// The second scrape with the same token asks the API server nothing.
+func TestScrapesNeedAReviewedToken(t *testing.T) {
+	ctx := context.Background()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "metricsauth-test-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}
+	if err := c.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "reader", role.Name, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "stranger", "view", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	transport, err := rest.TransportFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &reviewCounter{next: transport}
+	server := httptest.NewServer(guarded(t, env.Config, &http.Client{Transport: counter}))
+	defer server.Close()
+
+	scrape := func(authorization string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, server.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	reviews := func() (int32, int32) { return counter.tokens.Load(), counter.accessChecks.Load() }
+
+	for _, tc := range []struct {
+		name, authorization string
+		code                int
+		body                string
+		// reviews sent for this scrape: token reviews, access reviews
+		tokens, access int32
+	}{
+		{name: "no token", code: http.StatusUnauthorized},
+		{name: "another scheme", authorization: "Basic " + reader.BearerToken, code: http.StatusUnauthorized},
+		{name: "a token the API server refuses", authorization: "Bearer not-a-token", code: http.StatusUnauthorized, tokens: 1},
+		{name: "the refused token again", authorization: "Bearer not-a-token", code: http.StatusUnauthorized},
+		{name: "a user without get on /metrics", authorization: "Bearer " + stranger.BearerToken, code: http.StatusForbidden,
+			body: "Authorization denied for user system:serviceaccount:default:stranger", tokens: 1, access: 1},
+		{name: "the same user again", authorization: "Bearer " + stranger.BearerToken, code: http.StatusForbidden},
+		{name: "a user with get on /metrics", authorization: "Bearer " + reader.BearerToken, code: http.StatusOK,
+			body: "the metrics", tokens: 1, access: 1},
+		{name: "the same user again, scheme in lower case", authorization: "bearer " + reader.BearerToken, code: http.StatusOK,
+			body: "the metrics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tokens, access := reviews()
+			code, body := scrape(tc.authorization)
+			if code != tc.code || !strings.Contains(body, tc.body) {
+				t.Errorf("HTTP %d %q, want %d with %q", code, body, tc.code, tc.body)
+			}
+			gotTokens, gotAccess := reviews()
+			if gotTokens-tokens != tc.tokens || gotAccess-access != tc.access {
+				t.Errorf("sent %d token and %d access reviews, want %d and %d", gotTokens-tokens, gotAccess-access, tc.tokens, tc.access)
+			}
+		})
+	}
+}
+
+// TestAnUnreachableAPIServerIsAServerError: a scrape the filter cannot review is a 500,
+// never let through.
+func TestAnUnreachableAPIServerIsAServerError(t *testing.T) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Host = "https://127.0.0.1:1"
+	handler := guarded(t, cfg, &http.Client{Timeout: 2 * time.Second})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Authorization", "Bearer some-token")
+	handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusInternalServerError || strings.Contains(rec.Body.String(), "the metrics") {
+		t.Errorf("HTTP %d %q, want 500 without the metrics", rec.Code, rec.Body.String())
+	}
+}
