@@ -264,13 +264,17 @@ type NodeGroupTalos struct {
 
 // Rollout bounds how a change replaces machines.
 type Rollout struct {
-	// maxSurge is how many machines may exist above the desired count during a rollout.
+	// maxSurge is how many machines may exist above the desired count during a rollout:
+	// a number, or a percentage of the desired count such as 25%.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self.size() <= 4 && self.matches('^[0-9]{1,3}%$') : self >= 0",message="spec.rollout.maxSurge must be a whole number of machines or a percentage, such as 1 or 25%"
 	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
-	// maxUnavailable is how many machines may be unavailable during a rollout.
+	// maxUnavailable is how many machines may be unavailable during a rollout: a
+	// number, or a percentage of the desired count such as 25%.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self.size() <= 4 && self.matches('^[0-9]{1,3}%$') : self >= 0",message="spec.rollout.maxUnavailable must be a whole number of machines or a percentage, such as 1 or 25%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
@@ -278,17 +282,22 @@ type Rollout struct {
 type HealthCheck struct {
 	// nodeStartupTimeout is how long a machine may take to become a node.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="spec.healthCheck.nodeStartupTimeout must be a duration between 0s and 24h, such as 10m"
 	NodeStartupTimeout *metav1.Duration `json:"nodeStartupTimeout,omitempty"`
 	// unhealthyNotReadyTimeout is how long a node may be NotReady.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="spec.healthCheck.unhealthyNotReadyTimeout must be a duration between 0s and 24h, such as 5m"
 	UnhealthyNotReadyTimeout *metav1.Duration `json:"unhealthyNotReadyTimeout,omitempty"`
 	// unhealthyUnknownTimeout is how long a node may be Unknown (kubelet silent).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="spec.healthCheck.unhealthyUnknownTimeout must be a duration between 0s and 24h, such as 5m"
 	UnhealthyUnknownTimeout *metav1.Duration `json:"unhealthyUnknownTimeout,omitempty"`
 	// maxUnhealthy stops remediation when more machines than this are unhealthy at once
-	// (a sign of a wider outage). Defaults so a one- or two-machine pool still heals.
+	// (a sign of a wider outage): a number, or a percentage of the pool such as 40%.
+	// Defaults so a one- or two-machine pool still heals.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self.size() <= 4 && self.matches('^[0-9]{1,3}%$') : self >= 0",message="spec.healthCheck.maxUnhealthy must be a whole number of machines or a percentage, such as 1 or 40%"
 	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
 }
 

@@ -64,6 +64,7 @@ func main() {
 		webhookCertValidity      time.Duration
 		webhookCAValidity        time.Duration
 		autoscalerSettings       string
+		maxPoolsPerNamespace     int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false: plain HTTP, to anyone")
@@ -87,6 +88,7 @@ func main() {
 	flag.DurationVar(&webhookCertValidity, "webhook-cert-validity", 90*24*time.Hour, "lifetime of the webhook serving certificate; renewed with a third left")
 	flag.StringVar(&autoscalerSettings, "autoscaler-settings", "", "the managed cluster-autoscaler's settings as JSON, the chart's autoscaler values (empty: upstream's defaults)")
 	flag.DurationVar(&webhookCAValidity, "webhook-ca-validity", 5*365*24*time.Hour, "lifetime of the webhook CA; renewed with a third left, the old and the new CA trusted until every replica serves a certificate of the new one")
+	flag.IntVar(&maxPoolsPerNamespace, "max-pools-per-namespace", 0, "the admission webhook refuses to create a pool in a namespace that holds this many (0: no limit)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -196,7 +198,7 @@ func main() {
 	}
 	if webhookEnabled {
 		resolver := &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Catalog: catalog.Default()}
-		admissionhooks.Register(mgr.GetWebhookServer(), mgr.GetClient(), resolver, admission.NewDecoder(mgr.GetScheme()))
+		admissionhooks.Register(mgr.GetWebhookServer(), mgr.GetClient(), resolver, admission.NewDecoder(mgr.GetScheme()), maxPoolsPerNamespace)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "adding the health check")

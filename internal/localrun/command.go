@@ -225,6 +225,7 @@ var argRules = map[string]argRule{
 	"webhook-dns-names":         keep,
 	"webhook-cert-validity":     keep,
 	"webhook-ca-validity":       keep,
+	"max-pools-per-namespace":   keep,
 	"autoscaler-settings": func(c *Command, v string, _ Local) (string, error) {
 		c.AutoscalerSettings = v
 		return v, nil

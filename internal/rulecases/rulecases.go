@@ -165,8 +165,21 @@ func NodeGroups() []Case {
 			WantErr: "spec.osImage must be an image reference"},
 		{Name: "rollout and health check", Obj: pool("rollout", func(s *v1.NodeGroupSpec) {
 			s.Rollout = &v1.Rollout{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromString("25%"))}
-			s.HealthCheck = &v1.HealthCheck{UnhealthyNotReadyTimeout: &metav1.Duration{Duration: 300e9}}
+			s.HealthCheck = &v1.HealthCheck{UnhealthyNotReadyTimeout: &metav1.Duration{Duration: 300e9},
+				NodeStartupTimeout: &metav1.Duration{Duration: 20 * time.Minute}, MaxUnhealthy: ptr.To(intstr.FromString("40%"))}
 		})},
+		{Name: "negative maxSurge refused", Obj: pool("surge-negative", func(s *v1.NodeGroupSpec) {
+			s.Rollout = &v1.Rollout{MaxSurge: ptr.To(intstr.FromInt32(-1))}
+		}), WantErr: "spec.rollout.maxSurge must be a whole number of machines or a percentage"},
+		{Name: "maxUnavailable neither number nor percentage refused", Obj: pool("unavailable-word", func(s *v1.NodeGroupSpec) {
+			s.Rollout = &v1.Rollout{MaxUnavailable: ptr.To(intstr.FromString("half"))}
+		}), WantErr: "spec.rollout.maxUnavailable must be a whole number of machines or a percentage"},
+		{Name: "maxUnhealthy with a fraction refused", Obj: pool("unhealthy-fraction", func(s *v1.NodeGroupSpec) {
+			s.HealthCheck = &v1.HealthCheck{MaxUnhealthy: ptr.To(intstr.FromString("12.5%"))}
+		}), WantErr: "spec.healthCheck.maxUnhealthy must be a whole number of machines or a percentage"},
+		{Name: "health check timeout over a day refused", Obj: pool("startup-timeout-long", func(s *v1.NodeGroupSpec) {
+			s.HealthCheck = &v1.HealthCheck{NodeStartupTimeout: &metav1.Duration{Duration: 25 * time.Hour}}
+		}), WantErr: "spec.healthCheck.nodeStartupTimeout must be a duration between 0s and 24h"},
 	}
 }
 

@@ -31,9 +31,10 @@ const (
 	PathNodeGroupClass = "/validate-nodegroupclass"
 )
 
-// Register serves both validators on the manager's webhook server.
-func Register(server ctrlwebhook.Server, reader client.Reader, resolver *resolve.Resolver, decoder admission.Decoder) {
-	server.Register(PathNodeGroup, &ctrlwebhook.Admission{Handler: &NodeGroupValidator{Reader: reader, Resolver: resolver, Decoder: decoder}})
+// Register serves both validators on the manager's webhook server. maxPools is the
+// platform's limit of pools per namespace (0: none).
+func Register(server ctrlwebhook.Server, reader client.Reader, resolver *resolve.Resolver, decoder admission.Decoder, maxPools int) {
+	server.Register(PathNodeGroup, &ctrlwebhook.Admission{Handler: &NodeGroupValidator{Reader: reader, Resolver: resolver, Decoder: decoder, MaxPoolsPerNamespace: maxPools}})
 	server.Register(PathNodeGroupClass, &ctrlwebhook.Admission{Handler: &ClassValidator{Decoder: decoder}})
 }
 
@@ -42,7 +43,15 @@ type NodeGroupValidator struct {
 	Reader   client.Reader
 	Resolver *resolve.Resolver
 	Decoder  admission.Decoder
+	// MaxPoolsPerNamespace refuses the create of a pool in a namespace that already
+	// holds this many (0: no limit). The count is the Reader's, the operator's cache:
+	// creates admitted at the same moment may pass it by as many as are in flight.
+	MaxPoolsPerNamespace int
 }
+
+// RulePoolLimit is the rule that refuses a pool over MaxPoolsPerNamespace, as the
+// admission metrics name it.
+const RulePoolLimit = "pool-limit"
 
 // Handle evaluates the policy for a NodeGroup create or update.
 func (v *NodeGroupValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -63,7 +72,10 @@ func (v *NodeGroupValidator) decide(ctx context.Context, req admission.Request) 
 			return admission.Errored(http.StatusBadRequest, err), ""
 		}
 	}
-	denied, err := v.check(ctx, ng, old)
+	denied, err := v.overLimit(ctx, ng, old)
+	if err == nil && denied.message == "" {
+		denied, err = v.check(ctx, ng, old)
+	}
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err), ""
 	}
@@ -71,6 +83,26 @@ func (v *NodeGroupValidator) decide(ctx context.Context, req admission.Request) 
 		return admission.Denied(denied.message), denied.rule
 	}
 	return admission.Allowed(""), ""
+}
+
+// overLimit refuses the create of a pool in a namespace that holds
+// MaxPoolsPerNamespace pools already, those being deleted included (their machines
+// still run). An update is never refused by it: a namespace over a limit lowered since
+// keeps its pools and may change them.
+func (v *NodeGroupValidator) overLimit(ctx context.Context, ng, old *v1.NodeGroup) (denial, error) {
+	if v.MaxPoolsPerNamespace <= 0 || old != nil {
+		return denial{}, nil
+	}
+	// Counted, never changed: the cache's own objects, not copies.
+	pools := &v1.NodeGroupList{}
+	if err := v.Reader.List(ctx, pools, client.InNamespace(ng.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return denial{}, err
+	}
+	if n := len(pools.Items); n >= v.MaxPoolsPerNamespace {
+		return denial{RulePoolLimit, fmt.Sprintf("namespace %q holds %d NodeGroups, the platform's limit is %d per namespace: delete a pool first, or ask the platform to raise tenantLimits.poolsPerNamespace",
+			ng.Namespace, n, v.MaxPoolsPerNamespace)}, nil
+	}
+	return denial{}, nil
 }
 
 // Check is the verdict on a pool's create (old nil) or update: the message a denial
