@@ -47,6 +47,12 @@ const (
 	waitDelay = 30 * time.Second
 	// deletionPoll is how soon a deleting pool checks its MachineDeployment again.
 	deletionPoll = 5 * time.Second
+	// conflictDelay is how soon a pool whose status write met a newer version of the
+	// pool is reconciled again. Its watch lets through only changes of generation and
+	// labels (Register), so the newer version does not always bring the pool back: a
+	// status the operator wrote a moment before, that the cache did not hold yet, is the
+	// common cause.
+	conflictDelay = time.Second
 )
 
 // Reconciler reconciles NodeGroups.
@@ -122,6 +128,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.reportTenant(ctx, ng, s)
 	r.reportAutoscaler(ng, s)
 	if err := r.writeStatus(ctx, old, ng, s); err != nil {
+		if apierrors.IsConflict(err) && reconcileErr == nil {
+			// Not a failure: the reconcile runs again on the pool as it is now.
+			metrics.StatusConflict()
+			log.FromContext(ctx).V(1).Info("status not written: the pool changed since it was read", "retryAfter", conflictDelay)
+			return ctrl.Result{RequeueAfter: conflictDelay}, nil
+		}
 		err = errors.Join(reconcileErr, err)
 		r.recordMetrics(old, ng, err, false)
 		return ctrl.Result{}, err
@@ -445,5 +457,3 @@ func deref(p *int32) int32 {
 	}
 	return *p
 }
-
-var _ = log.FromContext
