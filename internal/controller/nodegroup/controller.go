@@ -182,12 +182,12 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.releasePullSecrets(ctx, ng, pullSecretClass); err != nil {
-		return ctrl.Result{}, err
-	}
 	md := out.MachineDeployment
 	s.objects = &objects{machineDeployment: md.Name, bootstrap: out.Bootstrap.GetName(), infrastructure: out.Infrastructure.GetName()}
 	s.set(v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
+	if err := r.releasePullSecrets(ctx, ng, pullSecretClass); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	live, err := r.observe(ctx, ng.Namespace, md.Name, written)
 	if err != nil || live == nil {
