@@ -192,7 +192,7 @@ func main() {
 		os.Exit(1)
 	}
 	// The operator's own metrics, beside controller-runtime's on the same endpoint.
-	if err := metrics.Register(ctrlmetrics.Registry, &metrics.Collector{Pools: mgr.GetCache(), Tenants: tenants, Elected: mgr.Elected()}); err != nil {
+	if err := metrics.Register(ctrlmetrics.Registry, &metrics.Collector{Pools: mgr.GetCache(), Tenants: tenants, Cause: nodegroup.Cause, Elected: mgr.Elected()}); err != nil {
 		log.Error(err, "registering the metrics")
 		os.Exit(1)
 	}

@@ -100,8 +100,8 @@ func HasWorkerPassword(ctx context.Context, cached client.Reader, namespace, clu
 // MayRelease reports whether cached, an informer cache of Secret metadata, shows a pull
 // secret copy in the pool's namespace that the pool owns for a class other than keep:
 // only then has ReleasePullSecrets anything to do, and its list is worth sending. A
-// copy the pool made moments ago may be missing from the cache; it is released the
-// next time the pool's class changes, or with the pool.
+// copy the pool made moments ago may be missing from the cache; a later reconcile of
+// the pool that finds it there releases it, or the pool's deletion does.
 func MayRelease(ctx context.Context, cached client.Reader, pool *v1.NodeGroup, keep string) bool {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))

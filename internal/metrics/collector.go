@@ -22,14 +22,31 @@ const (
 	StateDeleting = "Deleting"
 )
 
+// Causes of a pool that is not Ready: who must act on it (the pools gauge's cause
+// label). The operator's code decides which reason is whose (Collector.Cause); the
+// chart's alerts page the platform only for CausePlatform.
+const (
+	// CausePlatform: the platform must act (an apply or render that failed, a class's
+	// pull secret or image missing, a control plane that does not come up, machines
+	// that do not become ready).
+	CausePlatform = "platform"
+	// CauseTenant: the pool's spec asks for something the platform refuses or does not
+	// have (a class or location that does not exist or is not allowed, a rule the pool
+	// breaks); the tenant fixes it, and its status says how.
+	CauseTenant = "tenant"
+	// CauseProgressing: the machines are not all ready because a rollout or a scaling
+	// is under way, and the pool is available meanwhile.
+	CauseProgressing = "progressing"
+)
+
 // listTimeout bounds the list of a scrape: a cache not synced yet answers nothing
 // rather than hold the scrape.
 const listTimeout = 5 * time.Second
 
 var (
 	poolsDesc = prometheus.NewDesc(Prefix+"pools",
-		"NodeGroups by class, location, OS, state (Ready, NotReady, Unknown, Deleting) and the Ready condition's reason. Class and location are empty while the pool's does not resolve.",
-		[]string{"class", "location", "os", "state", "reason"}, nil)
+		"NodeGroups by class, location, OS, state (Ready, NotReady, Unknown, Deleting), the Ready condition's reason and, of a NotReady pool, who must act (cause: platform, tenant, progressing). Class and location are empty while the pool's does not resolve.",
+		[]string{"class", "location", "os", "state", "reason", "cause"}, nil)
 	tenantsDesc = prometheus.NewDesc(Prefix+"tenant_clusters",
 		"Clusters with Talos pools by whether their tenant API server answered the last request (true, false, unknown: not tried since the operator started).",
 		[]string{"reachable"}, nil)
@@ -48,6 +65,10 @@ type Collector struct {
 	Pools client.Reader
 	// Tenants, when set, counts the clusters' tenant API servers by reachability.
 	Tenants Tenants
+	// Cause says who must act on a pool that is NotReady: CausePlatform, CauseTenant or
+	// CauseProgressing, from its conditions and spec (the controller decides: its
+	// package holds the reasons). Without it the cause label is empty.
+	Cause func(*v1.NodeGroup) string
 	// Elected, when set, is closed once this replica leads (a manager's Elected()):
 	// only the leader reconciles and learns of tenants, so the others report nothing
 	// rather than a second copy of the pools.
@@ -88,19 +109,19 @@ func (c *Collector) collectPools(ch chan<- prometheus.Metric) {
 	}
 	counts := map[poolLabels]int{}
 	for i := range pools.Items {
-		counts[labelsOf(&pools.Items[i])]++
+		counts[c.labelsOf(&pools.Items[i])]++
 	}
 	for l, n := range counts {
-		ch <- prometheus.MustNewConstMetric(poolsDesc, prometheus.GaugeValue, float64(n), l.class, l.location, l.os, l.state, l.reason)
+		ch <- prometheus.MustNewConstMetric(poolsDesc, prometheus.GaugeValue, float64(n), l.class, l.location, l.os, l.state, l.reason, l.cause)
 	}
 }
 
-type poolLabels struct{ class, location, os, state, reason string }
+type poolLabels struct{ class, location, os, state, reason, cause string }
 
 // labelsOf is a pool's labels on the pools gauge. A class or location name is a label
 // only once it resolved (the platform published it): a tenant's typo must not make a
-// series.
-func labelsOf(ng *v1.NodeGroup) poolLabels {
+// series. Only a NotReady pool has a cause.
+func (c *Collector) labelsOf(ng *v1.NodeGroup) poolLabels {
 	l := poolLabels{os: string(ng.Status.OS), state: StateUnknown}
 	if meta.IsStatusConditionTrue(ng.Status.Conditions, v1.ConditionClassResolved) {
 		l.class = ng.Spec.NodeGroupClassName
@@ -108,17 +129,20 @@ func labelsOf(ng *v1.NodeGroup) poolLabels {
 	if meta.IsStatusConditionTrue(ng.Status.Conditions, v1.ConditionLocationResolved) {
 		l.location = ng.Spec.LocationName
 	}
-	if c := meta.FindStatusCondition(ng.Status.Conditions, v1.ConditionReady); c != nil {
-		l.reason = c.Reason
-		switch c.Status {
+	if r := meta.FindStatusCondition(ng.Status.Conditions, v1.ConditionReady); r != nil {
+		l.reason = r.Reason
+		switch r.Status {
 		case metav1.ConditionTrue:
 			l.state = StateReady
 		case metav1.ConditionFalse:
 			l.state = StateNotReady
 		}
 	}
-	if !ng.DeletionTimestamp.IsZero() {
+	switch {
+	case !ng.DeletionTimestamp.IsZero():
 		l.state = StateDeleting
+	case l.state == StateNotReady && c.Cause != nil:
+		l.cause = c.Cause(ng)
 	}
 	return l
 }

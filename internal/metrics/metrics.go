@@ -37,6 +37,11 @@ var (
 		Help: "Reconciles of a NodeGroup that ended with the pool failing, by the reason of the first failing condition Ready is derived from (Error: an API error, no condition).",
 	}, []string{"reason"})
 
+	statusConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: Prefix + "status_conflicts_total",
+		Help: "Reconciles of a NodeGroup whose status write was refused because the pool changed since it was read (an optimistic-lock conflict); the pool is reconciled again, and the reconcile is not counted as failed.",
+	})
+
 	readySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: Prefix + "pool_ready_seconds",
 		Help: "Time a NodeGroup took to become Ready at a generation: from its creation (trigger=created) or from the first reconcile of a changed spec (trigger=changed). Observed once, when Ready turns True at that generation.",
@@ -70,7 +75,7 @@ func Register(reg prometheus.Registerer, c *Collector) error {
 
 // collectors are the operator's metrics, with c when not nil.
 func collectors(c *Collector) []prometheus.Collector {
-	cs := []prometheus.Collector{reconcileErrors, readySeconds, templates, admissions}
+	cs := []prometheus.Collector{reconcileErrors, statusConflicts, readySeconds, templates, admissions}
 	if c != nil {
 		cs = append(cs, c)
 	}
@@ -79,6 +84,9 @@ func collectors(c *Collector) []prometheus.Collector {
 
 // ReconcileFailed counts a reconcile that ended with the pool failing for reason.
 func ReconcileFailed(reason string) { reconcileErrors.WithLabelValues(reason).Inc() }
+
+// StatusConflict counts a status write refused with a conflict.
+func StatusConflict() { statusConflicts.Inc() }
 
 // TemplateCreated counts a template of kind created.
 func TemplateCreated(kind string) { templates.WithLabelValues(kind, "created").Inc() }

@@ -47,6 +47,12 @@ const (
 	waitDelay = 30 * time.Second
 	// deletionPoll is how soon a deleting pool checks its MachineDeployment again.
 	deletionPoll = 5 * time.Second
+	// conflictDelay is how soon a pool whose status write met a newer version of the
+	// pool is reconciled again. Its watch lets through only changes of generation and
+	// labels (Register), so the newer version does not always bring the pool back: a
+	// status the operator wrote a moment before, that the cache did not hold yet, is the
+	// common cause.
+	conflictDelay = time.Second
 )
 
 // Reconciler reconciles NodeGroups.
@@ -122,6 +128,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.reportTenant(ctx, ng, s)
 	r.reportAutoscaler(ng, s)
 	if err := r.writeStatus(ctx, old, ng, s); err != nil {
+		if apierrors.IsConflict(err) && reconcileErr == nil {
+			// Not a failure: the reconcile runs again on the pool as it is now.
+			metrics.StatusConflict()
+			log.FromContext(ctx).V(1).Info("status not written: the pool changed since it was read", "retryAfter", conflictDelay)
+			return ctrl.Result{RequeueAfter: conflictDelay}, nil
+		}
 		err = errors.Join(reconcileErr, err)
 		r.recordMetrics(old, ng, err, false)
 		return ctrl.Result{}, err
@@ -160,7 +172,8 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 		return ctrl.Result{}, nil // a spec or platform change fixes this; both are watched
 	}
 
-	if err := r.credentials(ctx, ng, in); err != nil {
+	pullSecretClass, err := r.credentials(ctx, ng, in)
+	if err != nil {
 		s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonCredentialsFailed, err.Error())
 		return ctrl.Result{RequeueAfter: waitDelay}, nil
 	}
@@ -172,6 +185,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	md := out.MachineDeployment
 	s.objects = &objects{machineDeployment: md.Name, bootstrap: out.Bootstrap.GetName(), infrastructure: out.Infrastructure.GetName()}
 	s.set(v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
+	if err := r.releasePullSecrets(ctx, ng, pullSecretClass); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	live, err := r.observe(ctx, ng.Namespace, md.Name, written)
 	if err != nil || live == nil {
@@ -265,30 +281,43 @@ func refuse(s *scope, ng *v1.NodeGroup, in *render.Input, violations []policy.Vi
 }
 
 // credentials creates the Secrets a Kairos pool's machines read before its templates
-// name them, and releases pull secret copies of classes the pool no longer uses.
-func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *render.Input) error {
+// name them, and returns the class whose pull secret copy the templates name (empty
+// when they name none).
+func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *render.Input) (string, error) {
 	if in.KairosUserSecret != "" && !credentials.HasWorkerPassword(ctx, r.Cache, ng.Namespace, in.Cluster.Name) {
 		cluster := &clusterv1.Cluster{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ng.Namespace, Name: in.Cluster.Name}, cluster); err != nil {
-			return err
+			return "", err
 		}
 		if err := credentials.EnsureWorkerPassword(ctx, r.Client, r.APIReader, cluster); err != nil {
-			return fmt.Errorf("the worker password Secret: %w", err)
+			return "", fmt.Errorf("the worker password Secret: %w", err)
 		}
 	}
-	keep := ""
-	if ref := in.Class.ImagePullSecretRef; ref != nil && in.Class.OS == v1.OSKairos {
-		image := in.Release.Kairos.Disk
-		if in.Class.Image != nil {
-			image = in.Class.Image.Reference
-		}
-		if err := credentials.ProjectPullSecret(ctx, r.Client, r.APIReader, ng, in.ClassName, *ref, image); err != nil {
-			return err
-		}
-		keep = in.ClassName
+	ref := in.Class.ImagePullSecretRef
+	if ref == nil || in.Class.OS != v1.OSKairos {
+		return "", nil
 	}
-	if ng.Generation == ng.Status.ObservedGeneration || !credentials.MayRelease(ctx, r.Cache, ng, keep) {
-		return nil // the class did not change since the last reconcile, or the pool holds no other copy
+	image := in.Release.Kairos.Disk
+	if in.Class.Image != nil {
+		image = in.Class.Image.Reference
+	}
+	if err := credentials.ProjectPullSecret(ctx, r.Client, r.APIReader, ng, in.ClassName, *ref, image); err != nil {
+		return "", err
+	}
+	return in.ClassName, nil
+}
+
+// releasePullSecrets releases the pull secret copies the pool holds for classes other
+// than keep, the class its applied templates name (empty: none). It runs only once the
+// templates of the pool's current class are applied: a class change that fails (a
+// class that does not resolve, a rule that refuses it, a pull secret missing, an
+// apply refused) keeps the copies the templates in use name, and the first reconcile
+// that applies the new class releases them, whatever generation the status last
+// described. Whether there is anything to release is read from the cache, so a pool
+// that holds no other copy sends no request.
+func (r *Reconciler) releasePullSecrets(ctx context.Context, ng *v1.NodeGroup, keep string) error {
+	if !credentials.MayRelease(ctx, r.Cache, ng, keep) {
+		return nil
 	}
 	return credentials.ReleasePullSecrets(ctx, r.Client, r.APIReader, ng, keep)
 }
@@ -445,5 +474,3 @@ func deref(p *int32) int32 {
 	}
 	return *p
 }
-
-var _ = log.FromContext

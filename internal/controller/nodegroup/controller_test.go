@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,9 +16,11 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
@@ -352,5 +355,87 @@ func TestStatusConflictOverwritesNothing(t *testing.T) {
 	}
 	if got.Labels["changed"] != "meanwhile" {
 		t.Errorf("labels = %v: the status write changed the pool's metadata", got.Labels)
+	}
+}
+
+// TestStatusConflictRequeuesQuietly: a reconcile whose status write meets a newer
+// version of the pool has not failed: it returns no error (no error log, no backoff),
+// counts no failed reconcile but a conflict, and comes back soon; the next reconcile
+// writes the status.
+func TestStatusConflictRequeuesQuietly(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	if err := metrics.Register(reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	count := func(name string) float64 {
+		t.Helper()
+		samples, err := metrics.Gather(reg, metrics.Prefix+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metrics.Sum(samples, nil)
+	}
+	ns := tenant(t)
+	ng := pool(ns, "bumped", nil)
+	env.MustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, nodegroup.ReasonApplied)
+	waitQuiet(t)
+
+	// A status the reconcile corrects. A change of status alone passes none of the
+	// pool watch's predicates: the running controller leaves it.
+	cur := &v1.NodeGroup{}
+	mustGet(t, ns, ng.Name, cur)
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Status.Summary = "Stale"
+	if err := env.Client.Status().Patch(ctx, cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	// Between the reconcile's read of the pool and its status write, another writer
+	// changes the pool.
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	r := reconciler.WithClient(interceptor.NewClient(direct, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			if sub == "status" && !raced {
+				raced = true
+				mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Annotations = map[string]string{"touched": "meanwhile"} })
+			}
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	}))
+	conflicts, failures := count("status_conflicts_total"), count("reconcile_errors_total")
+
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ng)}
+	res, err := r.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatalf("a reconcile whose status met a newer pool: %v, want no error", err)
+	}
+	if !raced {
+		t.Fatal("the reconcile wrote no status")
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Second {
+		t.Errorf("result %+v, want a requeue within seconds", res)
+	}
+	if got := count("status_conflicts_total") - conflicts; got != 1 {
+		t.Errorf("status conflicts counted: %v, want 1", got)
+	}
+	if got := count("reconcile_errors_total") - failures; got != 0 {
+		t.Errorf("failed reconciles counted: %v, want 0", got)
+	}
+	mustGet(t, ns, ng.Name, cur)
+	if cur.Status.Summary != "Stale" {
+		t.Fatalf("summary %q: the status was written over the newer pool", cur.Status.Summary)
+	}
+
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, ns, ng.Name, cur)
+	if cur.Status.Summary == "Stale" {
+		t.Errorf("the reconcile after the conflict left the status as it was")
 	}
 }

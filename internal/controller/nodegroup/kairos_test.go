@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,32 +23,43 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 const kairosImage = "registry.example.com/platform/kairos-worker@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // kairosClass publishes a Kairos class with its own image and a pull secret, once.
-func kairosClass(t *testing.T) {
+func kairosClass(t *testing.T) { kairosClassNamed(t, "kairos-own") }
+
+// kairosClassNamed publishes the Kairos class of kairosClass under another name, once.
+func kairosClassNamed(t *testing.T, name string) {
 	t.Helper()
 	mustCreateOnce(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}})
 	auth, _ := json.Marshal(map[string]any{"auths": map[string]any{"registry.example.com": map[string]string{"username": "robot", "password": "s3cret"}}})
 	mustCreateOnce(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "registry"},
 		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: auth}})
-	mustCreateOnce(t, &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: "kairos-own"}, Spec: v1.NodeGroupClassSpec{
+	mustCreateOnce(t, &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeGroupClassSpec{
 		OS:                 v1.OSKairos,
 		Image:              &v1.ClassImage{Reference: kairosImage, KubernetesVersion: "v1.35.2"},
 		ImagePullSecretRef: &v1.SecretReference{Namespace: "platform", Name: "registry"},
 	}})
 }
 
+// appliedKairosPool creates a pool of the class of kairosClass in a new tenant and
+// waits until its objects are applied; it returns the pool as it then is.
+func appliedKairosPool(t *testing.T, name string) *v1.NodeGroup {
+	t.Helper()
+	kairosClass(t)
+	ng := pool(tenant(t), name, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos-own" })
+	env.MustCreate(t, ng)
+	return waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, nodegroup.ReasonApplied)
+}
+
 func TestKairosPool(t *testing.T) {
 	ctx := context.Background()
-	kairosClass(t)
-	ns := tenant(t)
-	ng := pool(ns, "kairos", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos-own" })
-	env.MustCreate(t, ng)
-	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	got := appliedKairosPool(t, "kairos")
+	ng, ns := got.DeepCopy(), got.Namespace
 	if got.Status.OS != v1.OSKairos || got.Status.KubernetesVersion != "v1.35.2" {
 		t.Fatalf("status os=%s version=%s, want Kairos v1.35.2 (the class image's release)", got.Status.OS, got.Status.KubernetesVersion)
 	}
@@ -177,11 +189,8 @@ func TestUnrenderedPoolMovesFreely(t *testing.T) {
 // another ClusterIP, the pool's bootstrap template carries the new address.
 func TestAddressChangeRerenders(t *testing.T) {
 	ctx := context.Background()
-	kairosClass(t)
-	ns := tenant(t)
-	ng := pool(ns, "moving", func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos-own" })
-	env.MustCreate(t, ng)
-	first := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	first := appliedKairosPool(t, "moving")
+	ng, ns := first.DeepCopy(), first.Namespace
 	svc := &corev1.Service{}
 	mustGet(t, ns, "tenant", svc)
 	oldIP := svc.Spec.ClusterIP
@@ -249,4 +258,51 @@ func TestPoolBreakingAClassRuleIsHeld(t *testing.T) {
 	}
 	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.MaxReplicas = 2 })
 	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+}
+
+// TestFailedClassChangeKeepsPullSecretCopy: a pool moved to a class that does not
+// resolve keeps the pull secret copy its applied templates name; once the class is
+// published and its templates applied, the old copy is released, although no spec
+// changed since the status last described the pool.
+func TestFailedClassChangeKeepsPullSecretCopy(t *testing.T) {
+	ctx := context.Background()
+	ng := appliedKairosPool(t, "moving-class")
+	ns := ng.Namespace
+	oldCopy := client.ObjectKey{Namespace: ns, Name: credentials.PullSecretName("kairos-own")}
+	newCopy := client.ObjectKey{Namespace: ns, Name: credentials.PullSecretName("kairos-later")}
+	ownedByPool := func(key client.ObjectKey) bool {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, key, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false
+			}
+			t.Fatal(err)
+		}
+		cur := &v1.NodeGroup{}
+		mustGet(t, ns, ng.Name, cur)
+		return slices.ContainsFunc(s.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == cur.UID })
+	}
+	if !ownedByPool(oldCopy) {
+		t.Fatalf("no pull secret copy %s owned by the pool", oldCopy)
+	}
+
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = "kairos-later" })
+	waitCondition(t, ng, v1.ConditionClassResolved, metav1.ConditionFalse, resolve.ReasonClassNotFound)
+	waitQuiet(t)
+	if !ownedByPool(oldCopy) {
+		t.Fatalf("a class change that failed released %s, which the applied templates name", oldCopy)
+	}
+
+	kairosClassNamed(t, "kairos-later")
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, nodegroup.ReasonApplied)
+	testenv.Eventually(t, "the old class's copy released once the new class is applied", func() bool {
+		return !ownedByPool(oldCopy)
+	})
+	if !ownedByPool(newCopy) {
+		t.Errorf("no pull secret copy %s owned by the pool", newCopy)
+	}
+	if err := env.Client.Get(ctx, oldCopy, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the old copy, which no pool uses any more, is still there (%v)", err)
+	}
 }

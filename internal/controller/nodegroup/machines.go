@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,17 +19,25 @@ import (
 )
 
 // maxMessage is how many characters of a Machine's or a MachineDeployment's condition
-// message the pool's status repeats.
+// message, or of a Machine's condition reason, the pool's status repeats (the API's
+// MachineNotRunning holds a reason of at most 256 characters).
 const maxMessage = 256
 
 // notRunning reads the pool's Machines from the cache and returns those that are not
 // running and ready, sorted by name, each with the first of operator.MachineConditions
 // that says why. The cache holds those conditions only of such machines
 // (operator.CacheOptions), and nothing else of their status but the phase.
+//
+// The machines are the pool's own: of its namespace, with its pool label and made by
+// its MachineDeployment (the deployment-name label Cluster API sets, which the cache
+// keeps). The status repeats their providers' text to the tenant, so no machine of
+// another pool, cluster or namespace may reach it.
 func (r *Reconciler) notRunning(ctx context.Context, ng *v1.NodeGroup) ([]v1.MachineNotRunning, error) {
 	machines := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(ng.Namespace),
-		client.MatchingLabels{names.LabelPool: names.LabelValue(ng.Name)}); err != nil {
+	if err := r.Client.List(ctx, machines, client.InNamespace(ng.Namespace), client.MatchingLabels{
+		names.LabelPool:                      names.LabelValue(ng.Name),
+		clusterv1.MachineDeploymentNameLabel: names.MachineDeploymentName(ng.Spec.ClusterName, ng.Name),
+	}); err != nil {
 		return nil, err
 	}
 	var out []v1.MachineNotRunning
@@ -53,7 +62,7 @@ func machineNotRunning(m *clusterv1.Machine) v1.MachineNotRunning {
 		if c == nil || (c.Status == metav1.ConditionTrue) != (typ == clusterv1.DeletingCondition) {
 			continue
 		}
-		out.Condition, out.Reason, out.Message = c.Type, c.Reason, oneLine(c.Message)
+		out.Condition, out.Reason, out.Message = c.Type, oneLine(c.Reason), oneLine(c.Message)
 		break
 	}
 	return out
@@ -87,12 +96,16 @@ func (r *Reconciler) rollingOut(ctx context.Context, ng *v1.NodeGroup, current *
 	return strings.Join(what, " and "), nil
 }
 
-// oneLine is a condition message on one line (Cluster API's lists of causes joined by
-// "; "), cut at maxMessage characters.
+// oneLine is a provider's condition text as a pool's status repeats it to the tenant:
+// valid UTF-8 on one line (Cluster API's lists of causes joined by "; "), without
+// control or format characters (terminal escapes, carriage returns, bidirectional
+// overrides, zero-width characters), runs of white space as one space, cut at
+// maxMessage characters.
 func oneLine(s string) string {
 	var parts []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "* ")); l != "" {
+	for _, l := range strings.Split(strings.ToValidUTF8(s, string(utf8.RuneError)), "\n") {
+		l = strings.Join(strings.Fields(strings.Map(printable, l)), " ")
+		if l = strings.TrimSpace(strings.TrimPrefix(l, "* ")); l != "" {
 			parts = append(parts, l)
 		}
 	}
@@ -101,4 +114,12 @@ func oneLine(s string) string {
 		return s
 	}
 	return string([]rune(s)[:maxMessage-3]) + "..."
+}
+
+// printable maps a control or format character to a space (strings.Map).
+func printable(r rune) rune {
+	if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		return ' '
+	}
+	return r
 }

@@ -16,10 +16,10 @@ import (
 
 // A pool reconciled to Ready shows on the pools gauge and in the time-to-Ready
 // histogram; one that cannot resolve its class is counted as a failed reconcile, with
-// no class label.
+// no class label, and on the gauge as its tenant's to fix.
 func TestMetricsOfAPool(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if err := metrics.Register(reg, &metrics.Collector{Pools: env.Client}); err != nil {
+	if err := metrics.Register(reg, &metrics.Collector{Pools: env.Client, Cause: nodegroup.Cause}); err != nil {
 		t.Fatal(err)
 	}
 	gather := func(name string, labels map[string]string) float64 {
@@ -70,5 +70,12 @@ func TestMetricsOfAPool(t *testing.T) {
 	}
 	if got := gather("pools", map[string]string{"class": "no-such-class"}); got != 0 {
 		t.Errorf("an unresolved class is a label: %v pools", got)
+	}
+	// The tenant named the class: no failure of the platform's.
+	if got := gather("pools", map[string]string{"state": metrics.StateNotReady, "reason": "ClassNotFound", "cause": metrics.CauseTenant}); got < 1 {
+		t.Errorf("pools gauge: %v NotReady pools of a class not found caused by their tenant, want at least 1", got)
+	}
+	if got := gather("pools", map[string]string{"reason": "ClassNotFound", "cause": metrics.CausePlatform}); got != 0 {
+		t.Errorf("pools gauge: %v pools of a class not found counted as the platform's to fix", got)
 	}
 }

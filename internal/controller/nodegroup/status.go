@@ -280,9 +280,9 @@ func summary(conds []metav1.Condition) string {
 // writeStatus is the status step: it computes the pool's status from what the
 // reconcile found (s) and sends it, when it differs from the status read at the start
 // (old.Status), as a merge patch of the status that carries the resourceVersion read.
-// A pool changed since is refused with a conflict, which fails the reconcile so that
-// it runs again on the pool as it is now, rather than overwriting what changed. A
-// steady state sends nothing.
+// A pool changed since is refused with a conflict, rather than overwriting what
+// changed; Reconcile then runs again shortly on the pool as it is now (conflictDelay),
+// without counting a failure. A steady state sends nothing.
 //
 // An event marks each condition that changed status or reason. A new pool's first
 // status gets at most one: its Rendered condition when it is not rendered, which names

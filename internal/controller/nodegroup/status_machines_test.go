@@ -2,6 +2,7 @@ package nodegroup_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -81,4 +82,48 @@ func TestStatusSaysWhatTheMachinesDo(t *testing.T) {
 	}
 
 	assertSteady(t, ng)
+}
+
+// TestStatusShowsOnlyThePoolsOwnMachines: the machines a pool's status names, with
+// their providers' messages, are those its MachineDeployment made in its namespace; a
+// machine that only carries the pool's label (made by another MachineDeployment, or in
+// another namespace) never reaches the tenant.
+func TestStatusShowsOnlyThePoolsOwnMachines(t *testing.T) {
+	ctx := context.Background()
+	ns, elsewhere := tenant(t), tenant(t)
+	ng := pool(ns, "own", nil)
+	env.MustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+
+	machine := func(ns, name, deployment, message string) {
+		t.Helper()
+		labels := map[string]string{names.LabelPool: "own", clusterv1.ClusterNameLabel: "tenant", clusterv1.MachineDeploymentNameLabel: deployment}
+		ref := func(kind string) clusterv1.ContractVersionedObjectReference {
+			return clusterv1.ContractVersionedObjectReference{APIGroup: "x.cluster.x-k8s.io", Kind: kind, Name: name}
+		}
+		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: clusterv1.MachineSpec{
+			ClusterName: "tenant", Bootstrap: clusterv1.Bootstrap{ConfigRef: ref("TalosConfig")}, InfrastructureRef: ref("KubevirtMachine")}}
+		env.MustCreate(t, m)
+		m.Status.Phase = "Provisioning"
+		m.Status.Conditions = []metav1.Condition{{Type: "InfrastructureReady", Status: metav1.ConditionFalse, Reason: "WaitingForVM",
+			Message: message, LastTransitionTime: metav1.Now()}}
+		if err := env.Client.Status().Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	machine(elsewhere, "foreign-namespace", "tenant-own", "secret of another tenant")
+	machine(ns, "foreign-deployment", "other-own", "not this pool's")
+	machine(ns, "own-a", "tenant-own", "mine")
+
+	got := &v1.NodeGroup{}
+	testenv.Eventually(t, "the pool's status names its machine", func() bool {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), got); err != nil {
+			return false
+		}
+		return slices.ContainsFunc(got.Status.NotRunningMachines, func(m v1.MachineNotRunning) bool { return m.Name == "own-a" })
+	})
+	want := []v1.MachineNotRunning{{Name: "own-a", Phase: "Provisioning", Condition: "InfrastructureReady", Reason: "WaitingForVM", Message: "mine"}}
+	if got.Status.NotRunningMachineCount != 1 || !slices.Equal(got.Status.NotRunningMachines, want) {
+		t.Errorf("notRunningMachines (%d) %+v, want only %+v", got.Status.NotRunningMachineCount, got.Status.NotRunningMachines, want)
+	}
 }

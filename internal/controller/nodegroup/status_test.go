@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -309,5 +311,42 @@ func TestEventKind(t *testing.T) {
 		if kind != tc.kind {
 			t.Errorf("%s=%s (was %v): event %q, want %q", tc.typ, tc.status, tc.was, kind, tc.kind)
 		}
+	}
+}
+
+// TestHostileProviderText: whatever a provider writes into a Machine's condition, the
+// pool's status repeats it on one printable line of at most maxMessage characters: no
+// terminal escapes, carriage returns that hide what precedes them, bidirectional
+// overrides, zero-width characters or invalid UTF-8, and a reason as bounded as the
+// message.
+func TestHostileProviderText(t *testing.T) {
+	hostile := "\x1b[2J\x1b[31mVM failed\x1b[0m\r\nfake: \u202eevil\u202c\u200b \x00\x07tab\there\xff\xfe" +
+		"\u2028second line\n* " + strings.Repeat("界", 400)
+	m := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Status: clusterv1.MachineStatus{Phase: "Provisioning",
+		Conditions: []metav1.Condition{{Type: "InfrastructureReady", Status: no, Reason: strings.Repeat("R", 1024), Message: hostile}}}}
+	got := machineNotRunning(&m)
+	for field, s := range map[string]string{"message": got.Message, "reason": got.Reason} {
+		if n := utf8.RuneCountInString(s); n > maxMessage {
+			t.Errorf("%s has %d characters, want at most %d", field, n, maxMessage)
+		}
+		if !utf8.ValidString(s) {
+			t.Errorf("%s is not valid UTF-8: %q", field, s)
+		}
+		for _, r := range s {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' {
+				t.Errorf("%s holds %U: %q", field, r, s)
+				break
+			}
+		}
+	}
+	if want := "[2J [31mVM failed [0m; fake: evil tab here\uFFFD second line; 界界"; !strings.HasPrefix(got.Message, want) || !strings.HasSuffix(got.Message, "界...") {
+		t.Errorf("message = %q, want it to start %q and end cut", got.Message, want)
+	}
+
+	// The mirrored MachineDeployment conditions go through the same bound.
+	f := mirror{typ: v1.ConditionAvailable, from: clusterv1.AvailableCondition, no: "NotAvailable", notable: no, whenFalse: "0 of 1 machines available"}.
+		finding([]metav1.Condition{{Type: clusterv1.AvailableCondition, Status: no, Reason: "NotAvailable", Message: hostile}})
+	if strings.ContainsAny(f.message, "\x1b\r\n\u202e\u200b\x00") || utf8.RuneCountInString(f.message) > len("0 of 1 machines available: ")+maxMessage {
+		t.Errorf("Available's message = %q", f.message)
 	}
 }
