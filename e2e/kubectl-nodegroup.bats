@@ -37,6 +37,26 @@ setup() {
   [[ "$output" == *"spec.kubernetesVersion"* ]]
 }
 
+@test "a class file the API server would refuse is named with its field" {
+  sed 's/@sha256:4f8c[0-9a-f]*/:v1.35.4/' testdata/class-kairos.yaml > "$BATS_TEST_TMPDIR/tagged.yaml"
+  run kubectl-nodegroup validate -f testdata/pool-kairos.yaml --class "$BATS_TEST_TMPDIR/tagged.yaml"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *'tagged.yaml: NodeGroupClass.nodegroup.io "kairos-v1-35" is invalid: spec.image.reference:'* ]]
+  [[ "$output" == *"must be pinned by digest"* ]]
+  run kubectl-nodegroup render -f testdata/pool-kairos.yaml --objects "$BATS_FILE_TMPDIR/tenant.yaml" \
+    --objects "$BATS_TEST_TMPDIR/tagged.yaml" --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"render: "*'tagged.yaml: NodeGroupClass.nodegroup.io "kairos-v1-35" is invalid: spec.image.reference:'* ]]
+}
+
+@test "a location file the API server would refuse is named with its field" {
+  printf 'apiVersion: nodegroup.io/v1alpha1\nkind: Location\nmetadata: {name: in-cluster}\nspec:\n  provider: {type: Proxmox, kubevirt: {}}\n' > "$BATS_TEST_TMPDIR/location.yaml"
+  run kubectl-nodegroup validate -f testdata/pool-talos.yaml --location "$BATS_TEST_TMPDIR/location.yaml"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *'location.yaml: Location.nodegroup.io "in-cluster" is invalid: spec.provider:'* ]]
+  [[ "$output" == *"spec.provider.type must name the provider block that is set"* ]]
+}
+
 @test "a class the pool names must be given" {
   run kubectl-nodegroup validate -f testdata/pool-kairos-gpu.yaml
   [ "$status" -eq 2 ]

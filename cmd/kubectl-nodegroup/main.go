@@ -14,8 +14,10 @@
 // repository or a pipeline refuses a pool before it is applied: first the CRD the chart
 // ships (its schema, defaults and CEL rules, internal/offline/customresource), then the
 // admission rules of the operator's webhook (internal/policy; with --objects, the
-// webhook's own code over the files). It exits 0 when the pool is admitted, 1 when a
-// rule refuses it, 2 on bad input.
+// webhook's own code over the files). Class and location files, and the objects of the
+// chart's kinds among --objects (for render too), are checked against their CRDs the
+// same way; one the API server would refuse is bad input. It exits 0 when the pool is
+// admitted, 1 when a rule refuses it, 2 on bad input.
 //
 // render prints the objects the operator would apply for the pool, read with the CRD's
 // defaults and resolved from files with the operator's own resolve and render packages;

@@ -135,9 +135,10 @@ func readNamed(path, kind, name string) (*unstructured.Unstructured, error) {
 }
 
 // readObject reads the object of path of the given kind and name (its one object of
-// that kind, when it holds one document), refusing unknown fields, with the defaults of
-// its CRD when it is of a kind the chart defines.
-func readObject(path, kind, name string, into any) error {
+// that kind, when it holds one document), refusing unknown fields. An object of a kind
+// the chart defines is read as the API server would create it: its CRD's defaults
+// applied, its schema and rules checked (an error names the field), its status dropped.
+func readObject(ctx context.Context, path, kind, name string, into any) error {
 	u, err := readNamed(path, kind, name)
 	if err != nil {
 		return err
@@ -146,7 +147,11 @@ func readObject(path, kind, name string, into any) error {
 	if err != nil {
 		return err
 	}
-	customresource.Defaulter(kinds)(u)
+	if k := kinds[u.GroupVersionKind().GroupKind()]; k != nil {
+		if err := k.Create(ctx, u); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	b, err := u.MarshalJSON()
 	if err != nil {
 		return err

@@ -145,6 +145,9 @@ func offlineCluster(files []string, ng *v1.NodeGroup, apiserverIP, dnsIP, endpoi
 	s := scheme.New()
 	store := offline.NewStore(s)
 	store.DefaultWith(customresource.Defaulter(kinds))
+	// A class or location (or any object of the chart's kinds) the API server would not
+	// store is refused, naming the field, rather than resolved as if it could exist.
+	store.CheckWith(customresource.Admitter(context.Background(), kinds))
 	for _, f := range files {
 		if err := store.AddFile(f); err != nil {
 			return nil, nil, err
