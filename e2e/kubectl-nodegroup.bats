@@ -138,6 +138,17 @@ setup() {
   [[ "$output" == *"get:"*"127.0.0.1:1"* ]]
 }
 
+@test "--context picks a context other than the current one" {
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: one, cluster: {server: "https://127.0.0.1:1"}}, {name: two, cluster: {server: "https://127.0.0.1:2"}}]\ncontexts: [{name: one, context: {cluster: one, user: u, namespace: a}}, {name: two, context: {cluster: two, user: u, namespace: b}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: one\n' > "$BATS_TEST_TMPDIR/kubeconfig"
+  run kubectl-nodegroup explain web --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig" --request-timeout 5s
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"NodeGroup a/web"*"127.0.0.1:1"* ]]
+  run kubectl-nodegroup explain web --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig" --context two --request-timeout 5s
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"NodeGroup b/web"*"127.0.0.1:2"* ]]
+  [[ "$output" != *"127.0.0.1:1"* ]]
+}
+
 @test "render -o wide prints a table of the objects, -o name their names" {
   args=(-f testdata/pool-kairos.yaml --objects "$BATS_FILE_TMPDIR/tenant.yaml" --objects ../examples/platform.yaml
     --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10)
