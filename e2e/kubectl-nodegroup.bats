@@ -149,6 +149,20 @@ setup() {
   [[ "$output" != *"127.0.0.1:1"* ]]
 }
 
+@test "render puts a pool that names no namespace in the namespace of --context" {
+  sed '/^  namespace:/d' testdata/pool-kairos.yaml > "$BATS_TEST_TMPDIR/pool.yaml"
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: one, cluster: {server: "https://127.0.0.1:1"}}]\ncontexts: [{name: one, context: {cluster: one, user: u, namespace: elsewhere}}, {name: tenant, context: {cluster: one, user: u, namespace: tenant-demo}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: one\n' > "$BATS_TEST_TMPDIR/kubeconfig"
+  args=(-f "$BATS_TEST_TMPDIR/pool.yaml" --objects "$BATS_FILE_TMPDIR/tenant.yaml" --objects ../examples/platform.yaml
+    --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10 --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig")
+  run kubectl-nodegroup render "${args[@]}"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *'Cluster "demo" does not exist in namespace "elsewhere"'* ]]
+  run kubectl-nodegroup render "${args[@]}" --context tenant -o yaml
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '^kind:' <<<"$output")" -eq 4 ]
+  [ "$(grep -c '^  namespace: tenant-demo$' <<<"$output")" -eq 4 ]
+}
+
 @test "render -o wide prints a table of the objects, -o name their names" {
   args=(-f testdata/pool-kairos.yaml --objects "$BATS_FILE_TMPDIR/tenant.yaml" --objects ../examples/platform.yaml
     --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10)

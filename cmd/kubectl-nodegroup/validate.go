@@ -23,6 +23,7 @@ type validateOptions struct {
 	objects                                                    []string
 	classFile, locationFile, oldClassFile, nsLabels, cpVersion string
 	running                                                    bool
+	namespace                                                  clusterFlags
 }
 
 func validateCommand() *cobra.Command {
@@ -46,6 +47,7 @@ func validateCommand() *cobra.Command {
 	fs.BoolVar(&o.running, "running", false, "the pool already has machines (its MachineDeployment exists)")
 	fs.StringVar(&o.oldFile, "old", "", "the pool as it is now (YAML), to validate an update")
 	fs.StringVar(&o.oldClassFile, "old-class", "", "the class the old pool names (YAML), when it is not built in")
+	o.namespace = addNamespaceFlags(cmd)
 	return cmd
 }
 
@@ -56,10 +58,10 @@ func validate(o *validateOptions, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ng, old, err := readPool(ctx, o.poolFile, o.name, o.oldFile)
+	ng, old, err := readPool(ctx, o.namespace, o.poolFile, o.name, o.oldFile)
 	if apierrors.IsInvalid(err) {
 		// The API server refuses the pool itself, before its webhook would see it.
-		fmt.Fprintf(stdout, "%s is refused:\n", poolName(o.poolFile, o.name))
+		fmt.Fprintf(stdout, "%s is refused:\n", poolName(o.namespace, o.poolFile, o.name))
 		refusedByAPIServer(stdout, "  - ", err)
 		return 1
 	}

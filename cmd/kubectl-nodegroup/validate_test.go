@@ -57,6 +57,17 @@ spec:
 		`spec.image.reference must be pinned by digest, as registry/repository@sha256:<64 lowercase hex>`
 	mismatchLocationRefused = `mismatch.yaml: Location.nodegroup.io "gold" is invalid: spec.provider: Invalid value: ` +
 		`spec.provider.type must name the provider block that is set (KubeVirt: kubevirt, Proxmox: proxmox, HCloud: hcloud, Static: static)`
+	// twoContexts is a kubeconfig whose current context is in namespace elsewhere and
+	// whose context two is in tenant-b; neither server is ever asked.
+	twoContexts = `apiVersion: v1
+kind: Config
+clusters: [{name: one, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts:
+- {name: one, context: {cluster: one, user: u, namespace: elsewhere}}
+- {name: two, context: {cluster: one, user: u, namespace: tenant-b}}
+current-context: one
+`
 	brokenClassYAML = `apiVersion: nodegroup.io/v1alpha1
 kind: NodeGroupClass
 metadata: {name: kairos-own}
@@ -136,6 +147,17 @@ func TestValidate(t *testing.T) {
 			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--class", write(t, "c.yaml", brokenClassYAML)}
 		}, 2, "class \"kairos-own\""},
 		{"no file", func(t *testing.T) []string { return []string{"validate"} }, 2, "-f pool.yaml is required"},
+		{"pool without a namespace in the namespace of --context", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", strings.Replace(poolYAML, ", namespace: tenant-a", "", 1)),
+				"--kubeconfig", write(t, "kubeconfig", twoContexts), "--context", "two"}
+		}, 0, "NodeGroup tenant-b/workers is admitted"},
+		{"pool without a namespace in the namespace of the current context", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", strings.Replace(poolYAML, ", namespace: tenant-a", "", 1)),
+				"--kubeconfig", write(t, "kubeconfig", twoContexts)}
+		}, 0, "NodeGroup elsewhere/workers is admitted"},
+		{"-n other than the pool's namespace", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", poolYAML), "-n", "tenant-b"}
+		}, 2, `p.yaml: the namespace of NodeGroup "workers" is "tenant-a", not "tenant-b" (-n)`},
 		{"class the API server would refuse", func(t *testing.T) []string {
 			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--class", write(t, "tagged.yaml", taggedClassYAML())}
 		}, 2, taggedClassRefused},
