@@ -37,6 +37,26 @@ setup() {
   [[ "$output" == *"spec.kubernetesVersion"* ]]
 }
 
+@test "a class file the API server would refuse is named with its field" {
+  sed 's/@sha256:4f8c[0-9a-f]*/:v1.35.4/' testdata/class-kairos.yaml > "$BATS_TEST_TMPDIR/tagged.yaml"
+  run kubectl-nodegroup validate -f testdata/pool-kairos.yaml --class "$BATS_TEST_TMPDIR/tagged.yaml"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *'tagged.yaml: NodeGroupClass.nodegroup.io "kairos-v1-35" is invalid: spec.image.reference:'* ]]
+  [[ "$output" == *"must be pinned by digest"* ]]
+  run kubectl-nodegroup render -f testdata/pool-kairos.yaml --objects "$BATS_FILE_TMPDIR/tenant.yaml" \
+    --objects "$BATS_TEST_TMPDIR/tagged.yaml" --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"render: "*'tagged.yaml: NodeGroupClass.nodegroup.io "kairos-v1-35" is invalid: spec.image.reference:'* ]]
+}
+
+@test "a location file the API server would refuse is named with its field" {
+  printf 'apiVersion: nodegroup.io/v1alpha1\nkind: Location\nmetadata: {name: in-cluster}\nspec:\n  provider: {type: Proxmox, kubevirt: {}}\n' > "$BATS_TEST_TMPDIR/location.yaml"
+  run kubectl-nodegroup validate -f testdata/pool-talos.yaml --location "$BATS_TEST_TMPDIR/location.yaml"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *'location.yaml: Location.nodegroup.io "in-cluster" is invalid: spec.provider:'* ]]
+  [[ "$output" == *"spec.provider.type must name the provider block that is set"* ]]
+}
+
 @test "a class the pool names must be given" {
   run kubectl-nodegroup validate -f testdata/pool-kairos-gpu.yaml
   [ "$status" -eq 2 ]
@@ -116,6 +136,31 @@ setup() {
   run kubectl-nodegroup get --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig" --request-timeout 5s
   [ "$status" -eq 2 ]
   [[ "$output" == *"get:"*"127.0.0.1:1"* ]]
+}
+
+@test "--context picks a context other than the current one" {
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: one, cluster: {server: "https://127.0.0.1:1"}}, {name: two, cluster: {server: "https://127.0.0.1:2"}}]\ncontexts: [{name: one, context: {cluster: one, user: u, namespace: a}}, {name: two, context: {cluster: two, user: u, namespace: b}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: one\n' > "$BATS_TEST_TMPDIR/kubeconfig"
+  run kubectl-nodegroup explain web --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig" --request-timeout 5s
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"NodeGroup a/web"*"127.0.0.1:1"* ]]
+  run kubectl-nodegroup explain web --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig" --context two --request-timeout 5s
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"NodeGroup b/web"*"127.0.0.1:2"* ]]
+  [[ "$output" != *"127.0.0.1:1"* ]]
+}
+
+@test "render puts a pool that names no namespace in the namespace of --context" {
+  sed '/^  namespace:/d' testdata/pool-kairos.yaml > "$BATS_TEST_TMPDIR/pool.yaml"
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: one, cluster: {server: "https://127.0.0.1:1"}}]\ncontexts: [{name: one, context: {cluster: one, user: u, namespace: elsewhere}}, {name: tenant, context: {cluster: one, user: u, namespace: tenant-demo}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: one\n' > "$BATS_TEST_TMPDIR/kubeconfig"
+  args=(-f "$BATS_TEST_TMPDIR/pool.yaml" --objects "$BATS_FILE_TMPDIR/tenant.yaml" --objects ../examples/platform.yaml
+    --apiserver-ip 10.96.12.34 --management-dns-ip 10.96.0.10 --kubeconfig "$BATS_TEST_TMPDIR/kubeconfig")
+  run kubectl-nodegroup render "${args[@]}"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *'Cluster "demo" does not exist in namespace "elsewhere"'* ]]
+  run kubectl-nodegroup render "${args[@]}" --context tenant -o yaml
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '^kind:' <<<"$output")" -eq 4 ]
+  [ "$(grep -c '^  namespace: tenant-demo$' <<<"$output")" -eq 4 ]
 }
 
 @test "render -o wide prints a table of the objects, -o name their names" {

@@ -202,9 +202,32 @@ func TestResizeRollsThroughNewTemplates(t *testing.T) {
 		t.Fatalf("infrastructure templates before the change: %v %v", oldInfra, err)
 	}
 
+	// Built before the change, so that the rollout is not over when explain first runs.
+	if _, err := plugin(); err != nil {
+		t.Fatal(err)
+	}
 	if err := update(t, ng, func(ng *v1.NodeGroup) { ng.Spec.Resources.CPU = resource.MustParse("4") }); err != nil {
 		t.Fatal(err)
 	}
+	// While it rolls, `kubectl nodegroup explain` says so from the pool's status: the
+	// summary, and the RollingOut condition with what is being rolled out.
+	var explained string
+	eventually(t, short, "explain says the pool rolls out", func(ctx context.Context) error {
+		// The exit code follows Ready, which a surge machine may turn False or not.
+		out, code, err := explainPool(ctx, ng)
+		if err != nil {
+			return err
+		}
+		explained = out
+		want := []string{"Machines (MachineDeployment " + mdName(ng) + "): RollingOut;", "-> RollingOut=True: ", "rolling out"}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				return fmt.Errorf("explain (exit %d) says no %q:\n%s", code, w, out)
+			}
+		}
+		return nil
+	})
+	t.Logf("kubectl nodegroup explain %s -n %s, mid-rollout:\n%s", ng.Name, ns, explained)
 	eventually(t, long, "rolled onto the new template", func(ctx context.Context) error {
 		md, err := machineDeployment(ctx, ng)
 		if err != nil {

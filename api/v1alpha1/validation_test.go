@@ -5,14 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/rulecases"
 )
-
-const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // ruleCase is one object the API server must accept (wantErr empty) or refuse with a
 // message containing wantErr.
@@ -48,64 +45,21 @@ func checkErr(t *testing.T, err error, wantErr string) {
 	}
 }
 
-func class(name string, spec v1.NodeGroupClassSpec) *v1.NodeGroupClass {
-	return &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
-}
-
-func kairosImage(ref, version string) *v1.ClassImage {
-	return &v1.ClassImage{Reference: ref, KubernetesVersion: version}
-}
-
 func TestNodeGroupClassRules(t *testing.T) {
-	runCreateCases(t, []ruleCase{
-		{name: "talos class with extensions", obj: class("gpu-talos", v1.NodeGroupClassSpec{
-			OS: v1.OSTalos, Talos: &v1.TalosClassSpec{Extensions: []string{"siderolabs/nvidia-container-toolkit-lts"}}})},
-		{name: "kairos class with a pinned image", obj: class("kairos-own", v1.NodeGroupClassSpec{
-			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos@"+digest, "v1.35.4")})},
-		{name: "image refused on talos", obj: class("talos-image", v1.NodeGroupClassSpec{
-			OS: v1.OSTalos, Image: kairosImage("registry.example.com/w@"+digest, "v1.35.4")}),
-			wantErr: "spec.image is only for os Kairos"},
-		{name: "image by tag refused", obj: class("kairos-tag", v1.NodeGroupClassSpec{
-			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos:v1.35.4", "v1.35.4")}),
-			wantErr: "spec.image.reference must be pinned by digest"},
-		{name: "image with short digest refused", obj: class("kairos-short", v1.NodeGroupClassSpec{
-			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos@sha256:abc", "v1.35.4")}),
-			wantErr: "spec.image.reference must be pinned by digest"},
-		{name: "image version without patch refused", obj: class("kairos-minor", v1.NodeGroupClassSpec{
-			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos@"+digest, "v1.35")}),
-			wantErr: "spec.image.kubernetesVersion must be a full release"},
-		{name: "image without version refused", obj: class("kairos-noversion", v1.NodeGroupClassSpec{
-			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos@"+digest, "")}),
-			wantErr: "spec.image.kubernetesVersion must be a full release"},
-		{name: "talos block refused on kairos", obj: class("kairos-talos", v1.NodeGroupClassSpec{
-			OS: v1.OSKairos, Talos: &v1.TalosClassSpec{KernelArgs: []string{"quiet"}}}),
-			wantErr: "spec.talos is only for os Talos"},
-		{name: "kairos block refused on talos", obj: class("talos-kairos", v1.NodeGroupClassSpec{
-			OS: v1.OSTalos, Kairos: &v1.KairosClassSpec{}}),
-			wantErr: "spec.kairos is only for os Kairos"},
-		{name: "unknown os refused", obj: class("beos", v1.NodeGroupClassSpec{OS: "BeOS"}),
-			wantErr: `spec.os: Unsupported value: "BeOS"`},
-		{name: "built-in talos canonical", obj: class("talos", v1.NodeGroupClassSpec{OS: v1.OSTalos})},
-		{name: "built-in talos with kairos os refused", obj: class("talos", v1.NodeGroupClassSpec{OS: v1.OSKairos}),
-			wantErr: "the built-in class 'talos' must be exactly {os: Talos}"},
-		{name: "built-in talos with extensions refused", obj: class("talos", v1.NodeGroupClassSpec{
-			OS: v1.OSTalos, Talos: &v1.TalosClassSpec{Extensions: []string{"siderolabs/iscsi-tools"}}}),
-			wantErr: "the built-in class 'talos' must be exactly {os: Talos}"},
-		{name: "built-in talos with pool rules refused", obj: class("talos", v1.NodeGroupClassSpec{
-			OS: v1.OSTalos, PoolRules: []v1.PoolRule{{Rule: "true", Message: "m"}}}),
-			wantErr: "the built-in class 'talos' must be exactly {os: Talos}"},
-		{name: "built-in kairos canonical", obj: class("kairos", v1.NodeGroupClassSpec{OS: v1.OSKairos})},
-		{name: "built-in kairos with image refused", obj: class("kairos", v1.NodeGroupClassSpec{
-			OS: v1.OSKairos, Image: kairosImage("registry.example.com/w/kairos@"+digest, "v1.35.4")}),
-			wantErr: "the built-in class 'kairos' must have os Kairos and no image"},
-		{name: "built-in kairos with talos os refused", obj: class("kairos", v1.NodeGroupClassSpec{OS: v1.OSTalos}),
-			wantErr: "the built-in class 'kairos' must have os Kairos and no image"},
-	})
+	runCreateCases(t, objectCases(rulecases.Classes()))
+}
+
+func objectCases(in []rulecases.ObjectCase) []ruleCase {
+	var cases []ruleCase
+	for _, c := range in {
+		cases = append(cases, ruleCase{name: c.Name, obj: c.Obj, wantErr: c.WantErr})
+	}
+	return cases
 }
 
 func TestNodeGroupClassImmutable(t *testing.T) {
 	ctx := context.Background()
-	c := class("immutable-class", v1.NodeGroupClassSpec{OS: v1.OSTalos, Talos: &v1.TalosClassSpec{KernelArgs: []string{"quiet"}}})
+	c := rulecases.Class("immutable-class", v1.NodeGroupClassSpec{OS: v1.OSTalos, Talos: &v1.TalosClassSpec{KernelArgs: []string{"quiet"}}})
 	if err := env.Client.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -120,32 +74,12 @@ func TestNodeGroupClassImmutable(t *testing.T) {
 	checkErr(t, env.Client.Update(ctx, relabelled), "")
 }
 
-func kubevirtLocation(name string) *v1.Location {
-	return &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.LocationSpec{
-		Provider: v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{StorageClassName: "replicated"}},
-		Region:   "eu-central", Zone: "fsn1-a",
-		AllowedNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "true"}},
-	}}
-}
-
 func TestLocationRules(t *testing.T) {
-	two := kubevirtLocation("two-providers")
-	two.Spec.Provider.HCloud = &v1.HCloudProvider{CredentialsRef: v1.SecretReference{Namespace: "p", Name: "hcloud"}, Location: "fsn1"}
-	none := kubevirtLocation("no-provider")
-	none.Spec.Provider.KubeVirt = nil
-	mismatch := kubevirtLocation("mismatch")
-	mismatch.Spec.Provider.Type = v1.ProviderProxmox
-
-	runCreateCases(t, []ruleCase{
-		{name: "kubevirt location", obj: kubevirtLocation("fsn1")},
-		{name: "two providers refused", obj: two, wantErr: "spec.provider must set exactly one of kubevirt, proxmox, hcloud, static"},
-		{name: "no provider refused", obj: none, wantErr: "spec.provider must set exactly one of kubevirt, proxmox, hcloud, static"},
-		{name: "type naming another block refused", obj: mismatch, wantErr: "spec.provider.type must name the provider block that is set"},
-	})
+	runCreateCases(t, objectCases(rulecases.Locations()))
 
 	t.Run("defaults eviction strategy to External", func(t *testing.T) {
 		got := &v1.Location{}
-		loc := kubevirtLocation("defaults")
+		loc := rulecases.KubeVirtLocation("defaults")
 		if err := env.Client.Create(context.Background(), loc); err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +95,7 @@ func TestLocationRules(t *testing.T) {
 
 func TestLocationImmutable(t *testing.T) {
 	ctx := context.Background()
-	loc := kubevirtLocation("immutable-location")
+	loc := rulecases.KubeVirtLocation("immutable-location")
 	if err := env.Client.Create(ctx, loc); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
 // Command kubectl-nodegroup is a kubectl plugin for tenants and CI pipelines.
 //
-//	kubectl nodegroup validate -f pool.yaml [--name NAME] [--old old.yaml]
+//	kubectl nodegroup validate -f pool.yaml [--name NAME] [--old old.yaml] [-n NAMESPACE | --context CONTEXT]
 //	    [--objects objects.yaml ... | --class class.yaml --location location.yaml
 //	     --namespace-labels k=v,... --control-plane-version v1.35.4 --running]
-//	kubectl nodegroup render -f pool.yaml [--name NAME] [--objects objects.yaml ...] [-o yaml|json|wide]
+//	kubectl nodegroup render -f pool.yaml [--name NAME] [-n NAMESPACE | --context CONTEXT]
+//	    [--objects objects.yaml ...] [-o yaml|json|wide]
 //	kubectl nodegroup explain NAME [-n NAMESPACE] [-o yaml|json|wide]
 //	kubectl nodegroup get [NAME ...] [-n NAMESPACE | -A] [-o wide|yaml|json]
 //	kubectl nodegroup classes [-n NAMESPACE]
@@ -14,12 +15,18 @@
 // repository or a pipeline refuses a pool before it is applied: first the CRD the chart
 // ships (its schema, defaults and CEL rules, internal/offline/customresource), then the
 // admission rules of the operator's webhook (internal/policy; with --objects, the
-// webhook's own code over the files). It exits 0 when the pool is admitted, 1 when a
-// rule refuses it, 2 on bad input.
+// webhook's own code over the files). Class and location files, and the objects of the
+// chart's kinds among --objects (for render too), are checked against their CRDs the
+// same way; one the API server would refuse is bad input. It exits 0 when the pool is
+// admitted, 1 when a rule refuses it, 2 on bad input.
 //
 // render prints the objects the operator would apply for the pool, read with the CRD's
 // defaults and resolved from files with the operator's own resolve and render packages;
 // it exits 1 with the condition the operator would set when the pool cannot render.
+//
+// Neither asks a cluster. A pool file that names no namespace is read in the namespace
+// of -n, else of the kubeconfig's context (--kubeconfig, --context), as kubectl apply
+// reads it; -n other than the file's namespace is refused.
 //
 // explain, get and classes ask the cluster, reached as kubectl reaches it (--kubeconfig,
 // --context, -n and the rest of kubectl's flags, k8s.io/cli-runtime): explain why a pool

@@ -20,12 +20,13 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
-// readPool reads the NodeGroup of path (the one named name, when path holds several) as
+// readPool reads the NodeGroup of path (the one named name, when path holds several),
+// in the namespace of the flags when it names none (clusterFlags.setNamespace), as
 // the API server would store it: unknown fields refused, the CRD's defaults applied, its
 // schema and rules checked, on a create, or on an update of the pool of oldPath when
 // that is given (taken as stored: defaulted, not checked). A pool the API server would refuse returns its answer, an
 // *apierrors.StatusError (see refusedByAPIServer); any other error is one of the input.
-func readPool(ctx context.Context, path, name, oldPath string) (pool, old *v1.NodeGroup, err error) {
+func readPool(ctx context.Context, ns clusterFlags, path, name, oldPath string) (pool, old *v1.NodeGroup, err error) {
 	kind, err := customresource.NodeGroup()
 	if err != nil {
 		return nil, nil, err
@@ -34,11 +35,17 @@ func readPool(ctx context.Context, path, name, oldPath string) (pool, old *v1.No
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := ns.setNamespace(path, u); err != nil {
+		return nil, nil, err
+	}
 	if oldPath == "" {
 		err = kind.Create(ctx, u)
 	} else {
 		var oldU *unstructured.Unstructured
 		if oldU, err = readNamed(oldPath, "NodeGroup", name); err != nil {
+			return nil, nil, err
+		}
+		if err := ns.setNamespace(oldPath, oldU); err != nil {
 			return nil, nil, err
 		}
 		kind.Default(oldU)
@@ -96,11 +103,12 @@ func refusedByAPIServer(w io.Writer, indent string, err error) bool {
 }
 
 // poolName is "NodeGroup namespace/name" of the pool in path, as far as it can be read.
-func poolName(path, name string) string {
+func poolName(ns clusterFlags, path, name string) string {
 	u, err := readNamed(path, "NodeGroup", name)
 	if err != nil {
 		return "NodeGroup in " + path
 	}
+	_ = ns.setNamespace(path, u)
 	return "NodeGroup " + u.GetNamespace() + "/" + u.GetName()
 }
 
@@ -135,9 +143,10 @@ func readNamed(path, kind, name string) (*unstructured.Unstructured, error) {
 }
 
 // readObject reads the object of path of the given kind and name (its one object of
-// that kind, when it holds one document), refusing unknown fields, with the defaults of
-// its CRD when it is of a kind the chart defines.
-func readObject(path, kind, name string, into any) error {
+// that kind, when it holds one document), refusing unknown fields. An object of a kind
+// the chart defines is read as the API server would create it: its CRD's defaults
+// applied, its schema and rules checked (an error names the field), its status dropped.
+func readObject(ctx context.Context, path, kind, name string, into any) error {
 	u, err := readNamed(path, kind, name)
 	if err != nil {
 		return err
@@ -146,7 +155,11 @@ func readObject(path, kind, name string, into any) error {
 	if err != nil {
 		return err
 	}
-	customresource.Defaulter(kinds)(u)
+	if k := kinds[u.GroupVersionKind().GroupKind()]; k != nil {
+		if err := k.Create(ctx, u); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	b, err := u.MarshalJSON()
 	if err != nil {
 		return err

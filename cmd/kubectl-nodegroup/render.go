@@ -35,6 +35,7 @@ type renderOptions struct {
 	objects                      []string
 	apiserverIP, dnsIP, endpoint string
 	output                       *outputFlags
+	namespace                    clusterFlags
 }
 
 func renderCommand() *cobra.Command {
@@ -55,6 +56,7 @@ func renderCommand() *cobra.Command {
 	fs.StringVar(&o.endpoint, "control-plane-endpoint", "", "host:port of the tenant API server, when the files hold the Cluster without its spec.controlPlaneEndpoint (the control-plane provider publishes it)")
 	fs.StringVar(&o.name, "name", "", "the pool to render, when the file holds several")
 	o.output = addOutputFlags(cmd, "yaml", "wide: a table of the objects")
+	o.namespace = addNamespaceFlags(cmd)
 	return cmd
 }
 
@@ -71,7 +73,7 @@ func renderCmd(o *renderOptions, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ng, _, err := readPool(ctx, o.poolFile, o.name, "")
+	ng, _, err := readPool(ctx, o.namespace, o.poolFile, o.name, "")
 	if apierrors.IsInvalid(err) {
 		fmt.Fprintln(stderr, "render: the API server would refuse the pool:")
 		refusedByAPIServer(stderr, "  - ", err)
@@ -145,6 +147,9 @@ func offlineCluster(files []string, ng *v1.NodeGroup, apiserverIP, dnsIP, endpoi
 	s := scheme.New()
 	store := offline.NewStore(s)
 	store.DefaultWith(customresource.Defaulter(kinds))
+	// A class or location (or any object of the chart's kinds) the API server would not
+	// store is refused, naming the field, rather than resolved as if it could exist.
+	store.CheckWith(customresource.Admitter(context.Background(), kinds))
 	for _, f := range files {
 		if err := store.AddFile(f); err != nil {
 			return nil, nil, err

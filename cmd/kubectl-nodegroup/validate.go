@@ -23,6 +23,7 @@ type validateOptions struct {
 	objects                                                    []string
 	classFile, locationFile, oldClassFile, nsLabels, cpVersion string
 	running                                                    bool
+	namespace                                                  clusterFlags
 }
 
 func validateCommand() *cobra.Command {
@@ -46,6 +47,7 @@ func validateCommand() *cobra.Command {
 	fs.BoolVar(&o.running, "running", false, "the pool already has machines (its MachineDeployment exists)")
 	fs.StringVar(&o.oldFile, "old", "", "the pool as it is now (YAML), to validate an update")
 	fs.StringVar(&o.oldClassFile, "old-class", "", "the class the old pool names (YAML), when it is not built in")
+	o.namespace = addNamespaceFlags(cmd)
 	return cmd
 }
 
@@ -56,10 +58,10 @@ func validate(o *validateOptions, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ng, old, err := readPool(ctx, o.poolFile, o.name, o.oldFile)
+	ng, old, err := readPool(ctx, o.namespace, o.poolFile, o.name, o.oldFile)
 	if apierrors.IsInvalid(err) {
 		// The API server refuses the pool itself, before its webhook would see it.
-		fmt.Fprintf(stdout, "%s is refused:\n", poolName(o.poolFile, o.name))
+		fmt.Fprintf(stdout, "%s is refused:\n", poolName(o.namespace, o.poolFile, o.name))
 		refusedByAPIServer(stdout, "  - ", err)
 		return 1
 	}
@@ -88,7 +90,7 @@ func validate(o *validateOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s is refused:\n  - %s\n", pool, denied)
 		return 1
 	}
-	in, err := loadInput(ng, old, o.classFile, o.locationFile, o.oldClassFile, o.nsLabels)
+	in, err := loadInput(ctx, ng, old, o.classFile, o.locationFile, o.oldClassFile, o.nsLabels)
 	if err != nil {
 		fmt.Fprintln(stderr, "validate:", err)
 		return 2
@@ -113,15 +115,15 @@ func validate(o *validateOptions, stdout, stderr io.Writer) int {
 
 // loadInput builds the rules' input from the files given by flag, for a pool (and the
 // pool it replaces, or nil) read with readPool.
-func loadInput(ng, old *v1.NodeGroup, classFile, locationFile, oldClassFile, nsLabels string) (policy.Input, error) {
+func loadInput(ctx context.Context, ng, old *v1.NodeGroup, classFile, locationFile, oldClassFile, nsLabels string) (policy.Input, error) {
 	in := policy.Input{Object: ng}
 	var err error
-	if in.Class, err = classSpec(ng.Spec.NodeGroupClassName, classFile); err != nil {
+	if in.Class, err = classSpec(ctx, ng.Spec.NodeGroupClassName, classFile); err != nil {
 		return in, err
 	}
 	if old != nil {
 		in.OldObject = old
-		if in.OldClass, err = classSpec(old.Spec.NodeGroupClassName, oldClassFile); err != nil {
+		if in.OldClass, err = classSpec(ctx, old.Spec.NodeGroupClassName, oldClassFile); err != nil {
 			return in, err
 		}
 	}
@@ -133,7 +135,7 @@ func loadInput(ng, old *v1.NodeGroup, classFile, locationFile, oldClassFile, nsL
 			AllowedNamespaces: &metav1.LabelSelector{}}
 	} else {
 		loc := &v1.Location{}
-		if err := readObject(locationFile, "Location", ng.Spec.LocationName, loc); err != nil {
+		if err := readObject(ctx, locationFile, "Location", ng.Spec.LocationName, loc); err != nil {
 			return in, err
 		}
 		if loc.Name != ng.Spec.LocationName {
@@ -155,7 +157,7 @@ func loadInput(ng, old *v1.NodeGroup, classFile, locationFile, oldClassFile, nsL
 	return in, nil
 }
 
-func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
+func classSpec(ctx context.Context, name, file string) (*v1.NodeGroupClassSpec, error) {
 	if spec, ok := resolve.BuiltinClass(name); ok && file == "" {
 		return &spec, nil
 	}
@@ -163,7 +165,7 @@ func classSpec(name, file string) (*v1.NodeGroupClassSpec, error) {
 		return nil, fmt.Errorf("the pool names class %q: pass it with --class", name)
 	}
 	class := &v1.NodeGroupClass{}
-	if err := readObject(file, "NodeGroupClass", name, class); err != nil {
+	if err := readObject(ctx, file, "NodeGroupClass", name, class); err != nil {
 		return nil, err
 	}
 	if class.Name != name {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -50,6 +51,23 @@ spec:
   provider: {type: KubeVirt, kubevirt: {}}
   allowedNamespaces: {matchLabels: {tier: gold}}
 `
+	// What the API server answers to taggedClassYAML, and to goldLocationYAML with type
+	// Proxmox (a type naming a block that is not set).
+	taggedClassRefused = `tagged.yaml: NodeGroupClass.nodegroup.io "kairos-own" is invalid: spec.image.reference: Invalid value: "registry.example.com/k:v1.35.4": ` +
+		`spec.image.reference must be pinned by digest, as registry/repository@sha256:<64 lowercase hex>`
+	mismatchLocationRefused = `mismatch.yaml: Location.nodegroup.io "gold" is invalid: spec.provider: Invalid value: ` +
+		`spec.provider.type must name the provider block that is set (KubeVirt: kubevirt, Proxmox: proxmox, HCloud: hcloud, Static: static)`
+	// twoContexts is a kubeconfig whose current context is in namespace elsewhere and
+	// whose context two is in tenant-b; neither server is ever asked.
+	twoContexts = `apiVersion: v1
+kind: Config
+clusters: [{name: one, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts:
+- {name: one, context: {cluster: one, user: u, namespace: elsewhere}}
+- {name: two, context: {cluster: one, user: u, namespace: tenant-b}}
+current-context: one
+`
 	brokenClassYAML = `apiVersion: nodegroup.io/v1alpha1
 kind: NodeGroupClass
 metadata: {name: kairos-own}
@@ -58,6 +76,12 @@ spec:
   poolRules: [{rule: "object.spec.maxReplicas <=", message: m}]
 `
 )
+
+// taggedClassYAML is kairosClassYAML with its image named by tag, which the class's CRD
+// rule refuses.
+func taggedClassYAML() string {
+	return regexp.MustCompile(`@sha256:[0-9a-f]+`).ReplaceAllString(kairosClassYAML, ":v1.35.4")
+}
 
 func write(t *testing.T, name, content string) string {
 	t.Helper()
@@ -123,6 +147,30 @@ func TestValidate(t *testing.T) {
 			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--class", write(t, "c.yaml", brokenClassYAML)}
 		}, 2, "class \"kairos-own\""},
 		{"no file", func(t *testing.T) []string { return []string{"validate"} }, 2, "-f pool.yaml is required"},
+		{"pool without a namespace in the namespace of --context", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", strings.Replace(poolYAML, ", namespace: tenant-a", "", 1)),
+				"--kubeconfig", write(t, "kubeconfig", twoContexts), "--context", "two"}
+		}, 0, "NodeGroup tenant-b/workers is admitted"},
+		{"pool without a namespace in the namespace of the current context", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", strings.Replace(poolYAML, ", namespace: tenant-a", "", 1)),
+				"--kubeconfig", write(t, "kubeconfig", twoContexts)}
+		}, 0, "NodeGroup elsewhere/workers is admitted"},
+		{"-n other than the pool's namespace", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", poolYAML), "-n", "tenant-b"}
+		}, 2, `p.yaml: the namespace of NodeGroup "workers" is "tenant-a", not "tenant-b" (-n)`},
+		{"class the API server would refuse", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--class", write(t, "tagged.yaml", taggedClassYAML())}
+		}, 2, taggedClassRefused},
+		{"location the API server would refuse", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", goldPoolYAML), "--location", write(t, "mismatch.yaml", strings.Replace(goldLocationYAML, "type: KubeVirt", "type: Proxmox", 1)), "--namespace-labels", "tier=gold"}
+		}, 2, mismatchLocationRefused},
+		{"old class the API server would refuse", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", poolYAML), "--old", write(t, "o.yaml", strings.Replace(kairosPoolYAML, "name: gpu", "name: workers", 1)),
+				"--old-class", write(t, "tagged.yaml", taggedClassYAML())}
+		}, 2, taggedClassRefused},
+		{"class among the objects the API server would refuse", func(t *testing.T) []string {
+			return []string{"validate", "-f", write(t, "p.yaml", kairosPoolYAML), "--objects", write(t, "tagged.yaml", taggedClassYAML())}
+		}, 2, taggedClassRefused},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -118,6 +118,29 @@ setup() {
   [[ "$output" == *"name: web"* ]]
   [[ "$output" == *"ready: 1/1"* ]]
 
+  # --context, not the current context: a copy of the kubeconfig whose current context
+  # names an API server that is not there. The plugin goes where the current context
+  # says, unless --context names another.
+  wrong="$BATS_FILE_TMPDIR/wrong-current.kubeconfig"
+  cp "$kc" "$wrong"
+  kubectl --kubeconfig "$wrong" config set-cluster nowhere --server https://127.0.0.1:1 --insecure-skip-tls-verify
+  kubectl --kubeconfig "$wrong" config set-context nowhere --cluster nowhere --user tenant --namespace tenant-demo
+  kubectl --kubeconfig "$wrong" config use-context nowhere
+  run kubectl-nodegroup explain web --kubeconfig "$wrong" --request-timeout 5s
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"127.0.0.1:1"* ]]
+  run kubectl-nodegroup explain web --kubeconfig "$wrong" --context tenant
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"NodeGroup tenant-demo/web"* ]]
+  [[ "$output" == *"The pool is ready"* ]]
+  run kubectl-nodegroup get web --kubeconfig "$wrong" --context tenant -o yaml
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"name: web"* ]]
+  [[ "$output" == *"namespace: tenant-demo"* ]]
+  [[ "$output" == *"ready: 1/1"* ]]
+  # The current context is still admin in the kubeconfig the tenant step wrote.
+  [ "$(kubectl --kubeconfig "$kc" config current-context)" = admin ]
+
   # The current context's namespace when no -n: the CRD's columns, READY as ready/wanted
   # and the STATUS after it.
   run kubectl-nodegroup get --kubeconfig "$kc"

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 )
 
 // operator is the operator binary, run as the chart's Deployment runs it
@@ -90,36 +90,39 @@ func (m controllerMetrics) idle() bool { return m.queued == 0 && m.active == 0 }
 
 // metricsOf reads a controller's figures from the operator's metrics endpoint.
 func (o *operator) metricsOf(ctx context.Context, controller string) (controllerMetrics, error) {
-	var m controllerMetrics
 	text, err := o.cmd.ScrapeMetrics(ctx, o.token)
+	if err != nil {
+		return controllerMetrics{}, err
+	}
+	return controllerMetricsOf(text, controller)
+}
+
+// controllerMetricsOf reads a controller's figures from a scrape of the operator's
+// metrics, parsed as Prometheus parses it.
+func controllerMetricsOf(text, controller string) (controllerMetrics, error) {
+	var m controllerMetrics
+	scraped, err := metrics.Scraped(text)
 	if err != nil {
 		return m, err
 	}
-	series := []struct {
-		prefix string
-		into   *float64
+	ofController := map[string]string{"controller": controller}
+	for _, x := range []struct {
+		name string
+		want map[string]string
+		into *float64
 	}{
-		{`controller_runtime_reconcile_total{controller="` + controller + `",`, &m.reconciles},
-		{`workqueue_depth{controller="` + controller + `",`, &m.queued},
-		{`controller_runtime_active_workers{controller="` + controller + `"}`, &m.active},
-		{`nodegroup_operator_pools{`, &m.pools},
-	}
-	s := bufio.NewScanner(strings.NewReader(text))
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		for _, x := range series {
-			if !strings.HasPrefix(line, x.prefix) {
-				continue
-			}
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				return m, fmt.Errorf("metrics line %q: %w", line, err)
-			}
-			*x.into += v
+		{"controller_runtime_reconcile_total", ofController, &m.reconciles},
+		{"workqueue_depth", ofController, &m.queued},
+		{"controller_runtime_active_workers", ofController, &m.active},
+		{metrics.Prefix + "pools", nil, &m.pools},
+	} {
+		samples, err := metrics.Gather(scraped, x.name)
+		if err != nil {
+			return m, err
 		}
+		*x.into = metrics.Sum(samples, x.want)
 	}
-	return m, s.Err()
+	return m, nil
 }
 
 // reconciles is the controller's reconcile count so far.

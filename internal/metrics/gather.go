@@ -1,7 +1,14 @@
 package metrics
 
 import (
+	"maps"
+	"slices"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Sample is one series of a metric as a registry gathered it: its labels and its
@@ -11,7 +18,8 @@ type Sample struct {
 	Value  float64
 }
 
-// Gather returns the series of the metric named name that g holds now, for tests.
+// Gather returns the series of the metric named name that g holds now, for tests and
+// for the scale benchmark (which reads a scrape through Scraped).
 func Gather(g prometheus.Gatherer, name string) ([]Sample, error) {
 	families, err := g.Gather()
 	if err != nil {
@@ -54,4 +62,17 @@ next:
 		sum += s.Value
 	}
 	return sum
+}
+
+// Scraped is a Gatherer of the families of a scrape of a metrics endpoint (the text
+// format), parsed once as Prometheus parses it, so that a scrape is read with Gather and
+// Sum as a registry is.
+func Scraped(text string) (prometheus.Gatherer, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
+	list := slices.Collect(maps.Values(families))
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return list, nil }), nil
 }

@@ -35,6 +35,7 @@ type Store struct {
 	scheme   *runtime.Scheme
 	objs     map[storeKey]stored
 	defaults func(*unstructured.Unstructured)
+	check    func(*unstructured.Unstructured) error
 }
 
 // stored is an object's JSON and its labels, which a list selects by.
@@ -68,10 +69,20 @@ func (s *Store) AddFile(path string) error {
 		if u.GetKind() == "" || u.GetName() == "" {
 			return fmt.Errorf("%s: object %d: an object needs a kind and a name", path, i+1)
 		}
+		if s.check != nil {
+			if err := s.check(u); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+		}
 		s.Add(u)
 	}
 	return nil
 }
+
+// CheckWith refuses, in AddFile, a file with an object check refuses, as the API server
+// refuses to create an object its CRD's schema or rules do not admit. Objects added by
+// code are not checked.
+func (s *Store) CheckWith(check func(*unstructured.Unstructured) error) { s.check = check }
 
 // DefaultWith passes every object added from now on through defaults, as the API server
 // applies the defaults of a kind's CRD to what it stores.

@@ -1,7 +1,7 @@
-// Package rulecases holds the NodeGroups the CRD's rule tests send to a real API
-// server (api/v1alpha1), each with the verdict it must get, so that other checkers of
-// the same rules (the kubectl plugin's offline validation) are held to the same table.
-// Only tests import it.
+// Package rulecases holds the NodeGroups, NodeGroupClasses and Locations the CRDs' rule
+// tests send to a real API server (api/v1alpha1), each with the verdict it must get, so
+// that other checkers of the same rules (the kubectl plugin's offline validation) are
+// held to the same table. Only tests import it.
 package rulecases
 
 import (
@@ -15,8 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 )
 
 // Case is a pool the API server must accept (WantErr empty) or refuse with a message
@@ -24,6 +27,13 @@ import (
 type Case struct {
 	Name    string
 	Obj     *v1.NodeGroup
+	WantErr string
+}
+
+// ObjectCase is a case of another kind of the API: a NodeGroupClass or a Location.
+type ObjectCase struct {
+	Name    string
+	Obj     client.Object
 	WantErr string
 }
 
@@ -183,12 +193,17 @@ func NodeGroups() []Case {
 	}
 }
 
-// AsSent is ng as a client sends it: its JSON, read back as the API server reads a body.
-func AsSent(t testing.TB, ng *v1.NodeGroup) *unstructured.Unstructured {
+// AsSent is obj, an object of the API, as a client sends it: its JSON, read back as the
+// API server reads a body.
+func AsSent(t testing.TB, obj client.Object) *unstructured.Unstructured {
 	t.Helper()
-	ng = ng.DeepCopy()
-	ng.APIVersion, ng.Kind = v1.GroupVersion.String(), "NodeGroup"
-	b, err := json.Marshal(ng)
+	gvk, err := apiutil.GVKForObject(obj, scheme.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj = obj.DeepCopyObject().(client.Object)
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	b, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,4 +212,90 @@ func AsSent(t testing.TB, ng *v1.NodeGroup) *unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	return u
+}
+
+const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// Class is a cluster-scoped NodeGroupClass.
+func Class(name string, spec v1.NodeGroupClassSpec) *v1.NodeGroupClass {
+	return &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+}
+
+func kairosImage(ref, version string) *v1.ClassImage {
+	return &v1.ClassImage{Reference: ref, KubernetesVersion: version}
+}
+
+// Classes are the cases of the NodeGroupClass CRD's rules.
+func Classes() []ObjectCase {
+	class := Class
+	return []ObjectCase{
+		{Name: "talos class with extensions", Obj: class("gpu-talos", v1.NodeGroupClassSpec{
+			OS: v1.OSTalos, Talos: &v1.TalosClassSpec{Extensions: []string{"siderolabs/nvidia-container-toolkit-lts"}}})},
+		{Name: "kairos class with a pinned image", Obj: class("kairos-own", v1.NodeGroupClassSpec{
+			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos@"+digest, "v1.35.4")})},
+		{Name: "image refused on talos", Obj: class("talos-image", v1.NodeGroupClassSpec{
+			OS: v1.OSTalos, Image: kairosImage("registry.example.com/w@"+digest, "v1.35.4")}),
+			WantErr: "spec.image is only for os Kairos"},
+		{Name: "image by tag refused", Obj: class("kairos-tag", v1.NodeGroupClassSpec{
+			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos:v1.35.4", "v1.35.4")}),
+			WantErr: "spec.image.reference must be pinned by digest"},
+		{Name: "image with short digest refused", Obj: class("kairos-short", v1.NodeGroupClassSpec{
+			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos@sha256:abc", "v1.35.4")}),
+			WantErr: "spec.image.reference must be pinned by digest"},
+		{Name: "image version without patch refused", Obj: class("kairos-minor", v1.NodeGroupClassSpec{
+			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos@"+digest, "v1.35")}),
+			WantErr: "spec.image.kubernetesVersion must be a full release"},
+		{Name: "image without version refused", Obj: class("kairos-noversion", v1.NodeGroupClassSpec{
+			OS: v1.OSKairos, Image: kairosImage("registry.example.com/workers/kairos@"+digest, "")}),
+			WantErr: "spec.image.kubernetesVersion must be a full release"},
+		{Name: "talos block refused on kairos", Obj: class("kairos-talos", v1.NodeGroupClassSpec{
+			OS: v1.OSKairos, Talos: &v1.TalosClassSpec{KernelArgs: []string{"quiet"}}}),
+			WantErr: "spec.talos is only for os Talos"},
+		{Name: "kairos block refused on talos", Obj: class("talos-kairos", v1.NodeGroupClassSpec{
+			OS: v1.OSTalos, Kairos: &v1.KairosClassSpec{}}),
+			WantErr: "spec.kairos is only for os Kairos"},
+		{Name: "unknown os refused", Obj: class("beos", v1.NodeGroupClassSpec{OS: "BeOS"}),
+			WantErr: `spec.os: Unsupported value: "BeOS"`},
+		{Name: "built-in talos canonical", Obj: class("talos", v1.NodeGroupClassSpec{OS: v1.OSTalos})},
+		{Name: "built-in talos with kairos os refused", Obj: class("talos", v1.NodeGroupClassSpec{OS: v1.OSKairos}),
+			WantErr: "the built-in class 'talos' must be exactly {os: Talos}"},
+		{Name: "built-in talos with extensions refused", Obj: class("talos", v1.NodeGroupClassSpec{
+			OS: v1.OSTalos, Talos: &v1.TalosClassSpec{Extensions: []string{"siderolabs/iscsi-tools"}}}),
+			WantErr: "the built-in class 'talos' must be exactly {os: Talos}"},
+		{Name: "built-in talos with pool rules refused", Obj: class("talos", v1.NodeGroupClassSpec{
+			OS: v1.OSTalos, PoolRules: []v1.PoolRule{{Rule: "true", Message: "m"}}}),
+			WantErr: "the built-in class 'talos' must be exactly {os: Talos}"},
+		{Name: "built-in kairos canonical", Obj: class("kairos", v1.NodeGroupClassSpec{OS: v1.OSKairos})},
+		{Name: "built-in kairos with image refused", Obj: class("kairos", v1.NodeGroupClassSpec{
+			OS: v1.OSKairos, Image: kairosImage("registry.example.com/w/kairos@"+digest, "v1.35.4")}),
+			WantErr: "the built-in class 'kairos' must have os Kairos and no image"},
+		{Name: "built-in kairos with talos os refused", Obj: class("kairos", v1.NodeGroupClassSpec{OS: v1.OSTalos}),
+			WantErr: "the built-in class 'kairos' must have os Kairos and no image"},
+	}
+}
+
+// KubeVirtLocation is a valid Location on KubeVirt, which each location case changes
+// in one way.
+func KubeVirtLocation(name string) *v1.Location {
+	return &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.LocationSpec{
+		Provider: v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{StorageClassName: "replicated"}},
+		Region:   "eu-central", Zone: "fsn1-a",
+		AllowedNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "true"}},
+	}}
+}
+
+// Locations are the cases of the Location CRD's rules.
+func Locations() []ObjectCase {
+	two := KubeVirtLocation("two-providers")
+	two.Spec.Provider.HCloud = &v1.HCloudProvider{CredentialsRef: v1.SecretReference{Namespace: "p", Name: "hcloud"}, Location: "fsn1"}
+	none := KubeVirtLocation("no-provider")
+	none.Spec.Provider.KubeVirt = nil
+	mismatch := KubeVirtLocation("mismatch")
+	mismatch.Spec.Provider.Type = v1.ProviderProxmox
+	return []ObjectCase{
+		{Name: "kubevirt location", Obj: KubeVirtLocation("fsn1")},
+		{Name: "two providers refused", Obj: two, WantErr: "spec.provider must set exactly one of kubevirt, proxmox, hcloud, static"},
+		{Name: "no provider refused", Obj: none, WantErr: "spec.provider must set exactly one of kubevirt, proxmox, hcloud, static"},
+		{Name: "type naming another block refused", Obj: mismatch, WantErr: "spec.provider.type must name the provider block that is set"},
+	}
 }

@@ -74,6 +74,17 @@ func Defaulter(kinds map[schema.GroupKind]*Kind) func(*unstructured.Unstructured
 	}
 }
 
+// Admitter answers for an object what the API server answers to its create when it is of
+// a kind among kinds (the object is not changed); objects of other kinds are admitted.
+func Admitter(ctx context.Context, kinds map[schema.GroupKind]*Kind) func(*unstructured.Unstructured) error {
+	return func(u *unstructured.Unstructured) error {
+		if k := kinds[u.GroupVersionKind().GroupKind()]; k != nil {
+			return k.Create(ctx, u.DeepCopy())
+		}
+		return nil
+	}
+}
+
 // Chart are the kinds of the CRDs the chart ships (embedded), by group and kind, each at
 // its storage version. They are loaded once (the CEL rules compile then) and shared:
 // a Kind is not changed by use.

@@ -54,6 +54,23 @@ func TestCreateAsTheAPIServer(t *testing.T) {
 	}
 }
 
+// TestClassesAndLocationsAsTheAPIServer sends every case of the NodeGroupClass and
+// Location CRDs' rule tests to the API server (a dry run) and through the chart's kinds'
+// Admitter, as the plugin reads a class or location file: same verdict, same message.
+func TestClassesAndLocationsAsTheAPIServer(t *testing.T) {
+	kinds, err := customresource.Chart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit := customresource.Admitter(context.Background(), kinds)
+	for _, tc := range append(rulecases.Classes(), rulecases.Locations()...) {
+		t.Run(tc.Name, func(t *testing.T) {
+			serverErr := env.Client.Create(context.Background(), rulecases.AsSent(t, tc.Obj), client.DryRunAll)
+			sameVerdict(t, admit(rulecases.AsSent(t, tc.Obj)), serverErr, tc.WantErr)
+		})
+	}
+}
+
 // TestDefaultsAsTheAPIServer: what the API server stores for a pool that leaves every
 // defaulted field out is what the offline kind makes of it.
 func TestDefaultsAsTheAPIServer(t *testing.T) {
