@@ -118,6 +118,15 @@ func toUnstructured(s *runtime.Scheme, obj client.Object) (*unstructured.Unstruc
 	return u, nil
 }
 
+// watchdog kills the process when what it watches has not returned (called the function
+// it returns) within 10 seconds. An input that hangs would hang the operator's worker or
+// the plugin, and the fuzzer sees no failure in a call that never returns; when the
+// process dies, it keeps the input.
+func watchdog(what string) (stop func()) {
+	t := time.AfterFunc(10*time.Second, func() { panic(what + " took more than 10s") })
+	return func() { t.Stop() }
+}
+
 // fuzzPool is what the fuzzer varies: the tenant's pool and the platform's class and
 // location, as strings and numbers set into the objects' fields.
 type fuzzPool struct {
@@ -146,7 +155,7 @@ func intOrString(s string) any {
 	return s
 }
 
-// build writes the pool, class and location as YAML documents.
+// build writes the pool, class and location as files.
 func (p fuzzPool) build() (pool, class, location []byte) {
 	on := func(bit uint) bool { return p.flags&(1<<bit) != 0 }
 	spec := map[string]any{"clusterName": testenv.TenantCluster, "minReplicas": p.minReplicas, "maxReplicas": p.maxReplicas}
@@ -197,12 +206,14 @@ func (p fuzzPool) build() (pool, class, location []byte) {
 	if on(19) {
 		locSpec["region"] = p.region
 	}
+	// As JSON, which is YAML: a YAML encoder refuses control characters, which a
+	// tenant's client may well send in JSON.
 	doc := func(kind, ns, name string, spec map[string]any) []byte {
 		meta := map[string]any{"name": name}
 		if ns != "" {
 			meta["namespace"] = ns
 		}
-		b, err := yaml.Marshal(map[string]any{"apiVersion": "nodegroup.io/v1alpha1", "kind": kind, "metadata": meta, "spec": spec})
+		b, err := json.Marshal(map[string]any{"apiVersion": "nodegroup.io/v1alpha1", "kind": kind, "metadata": meta, "spec": spec})
 		if err != nil {
 			panic(err)
 		}
@@ -353,11 +364,7 @@ func FuzzRender(f *testing.F) {
 		labelKey, labelValue, taintKey, taintValue, effect, kubernetesVersion, osImage, kernelModule,
 		gpuDevice string, gpuCount int32, sysctlKey, sysctlValue, maxSurge, maxUnhealthy, nodeStartupTimeout,
 		threshold, classString, classVersion, zone, region, storageClass string) {
-		// A pool that hangs the renderer would hang the operator's worker: the fuzzer
-		// sees no failure in a call that never returns, so the process dies instead and
-		// the input is kept.
-		watchdog := time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("rendering pool %+v took more than 10s", flags)) })
-		defer watchdog.Stop()
+		defer watchdog("rendering a pool")()
 		_ = renderPool(t, fuzzPool{flags, minReplicas, maxReplicas, cpu, memory, instanceType, ephemeralStorage, roles,
 			labelKey, labelValue, taintKey, taintValue, effect, kubernetesVersion, osImage, kernelModule,
 			gpuDevice, gpuCount, sysctlKey, sysctlValue, maxSurge, maxUnhealthy, nodeStartupTimeout,
