@@ -34,19 +34,23 @@ for t in "${targets[@]}"; do
   echo "fuzz: $name ($pkg) for $fuzztime" >&2
   result=ok
   go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" "$pkg" >"$log" 2>&1 || result=FAIL
-  # The coordinator's last progress line holds the executions of the whole run.
+  # The coordinator's last progress line holds the executions of the whole run. Go
+  # counts neither the replay of the corpus (seeds, testdata and the inputs it cached
+  # from earlier runs) that comes first nor shrinking, so the replayed inputs are shown
+  # on their own.
   execs=$(sed -nE 's/^fuzz: elapsed: .*, execs: ([0-9]+) .*/\1/p' "$log" | tail -n 1)
   execs=${execs:-0}
+  replayed=$(sed -nE 's/^fuzz: elapsed: .*gathering baseline coverage: ([0-9]+\/[0-9]+) completed.*/\1/p' "$log" | tail -n 1)
   if [[ $result == FAIL ]]; then
     failed=1
     cat "$log" >&2
   fi
   total=$((total + execs))
-  rows+=("$(printf '%-28s %-34s %12s  %s' "$name" "$pkg" "$execs" "$result")")
+  rows+=("$(printf '%-26s %-22s %12s %14s  %s' "$name" "$pkg" "$execs" "${replayed:--}" "$result")")
 done
 
-printf '\n%-28s %-34s %12s  %s\n' TARGET PACKAGE EXECUTIONS RESULT
+printf '\n%-26s %-22s %12s %14s  %s\n' TARGET PACKAGE EXECUTIONS "CORPUS REPLAY" RESULT
 printf '%s\n' "${rows[@]}"
-printf '%-28s %-34s %12s\n' total "(${#targets[@]} targets, $fuzztime each)" "$total"
+printf '%-26s %-22s %12s\n' total "${#targets[@]} x $fuzztime" "$total"
 echo "logs: $logs"
 exit "$failed"
