@@ -11,6 +11,8 @@ UPDATE    ?=
 TEST_ARGS ?=
 # E2E_ARGS go to the Go e2e suite, e.g. E2E_ARGS='-run TestPoolsReachReady'.
 E2E_ARGS  ?=
+# FUZZTIME is how long `make fuzz` runs each fuzz target.
+FUZZTIME  ?= 2m
 
 export UPDATE
 
@@ -58,6 +60,10 @@ e2e: ## End-to-end suites (Go, then bats): the real Cluster API manager turns po
 	@start=$$SECONDS; hack/testbin.sh --all >/dev/null && hack/e2ebin.sh >/dev/null; echo "e2e binaries ready in $$((SECONDS-start))s"
 	@start=$$SECONDS; $(GO) test -tags e2e -count=1 -v -timeout 45m ./e2e/ $(E2E_ARGS); echo "e2e: Go suite took $$((SECONDS-start))s"
 	@start=$$SECONDS; bats e2e/flow; echo "e2e: bats suite took $$((SECONDS-start))s"
+
+.PHONY: fuzz
+fuzz: ## Every fuzz target for FUZZTIME (default 2m) each; prints the executions of each and the total.
+	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: demo
 demo: ## A local control plane, the operator, the example pools and what it made of them.

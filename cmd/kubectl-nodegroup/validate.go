@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/offline"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook"
@@ -58,7 +59,7 @@ func validate(o *validateOptions, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ng, old, err := readPool(ctx, o.namespace, o.poolFile, o.name, o.oldFile)
+	ng, old, err := offline.ReadPool(ctx, o.poolFile, o.name, o.oldFile, o.namespace.setNamespace)
 	if apierrors.IsInvalid(err) {
 		// The API server refuses the pool itself, before its webhook would see it.
 		fmt.Fprintf(stdout, "%s is refused:\n", poolName(o.namespace, o.poolFile, o.name))
@@ -73,7 +74,7 @@ func validate(o *validateOptions, stdout, stderr io.Writer) int {
 	}
 	pool := "NodeGroup " + ng.Namespace + "/" + ng.Name
 	if len(o.objects) > 0 {
-		store, resolver, err := offlineCluster(o.objects, ng, "", "", "")
+		store, resolver, err := offline.Cluster(ng, offline.ClusterFiles{Files: o.objects})
 		if err != nil {
 			fmt.Fprintln(stderr, "validate:", err)
 			return 2
@@ -114,7 +115,7 @@ func validate(o *validateOptions, stdout, stderr io.Writer) int {
 }
 
 // loadInput builds the rules' input from the files given by flag, for a pool (and the
-// pool it replaces, or nil) read with readPool.
+// pool it replaces, or nil) read with offline.ReadPool.
 func loadInput(ctx context.Context, ng, old *v1.NodeGroup, classFile, locationFile, oldClassFile, nsLabels string) (policy.Input, error) {
 	in := policy.Input{Object: ng}
 	var err error

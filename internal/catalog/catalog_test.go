@@ -3,6 +3,8 @@ package catalog_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -391,4 +393,44 @@ func TestMinorOf(t *testing.T) {
 			t.Errorf("MinorOf(%q) error = %v, want it to contain %q", in, err, want)
 		}
 	}
+}
+
+// FuzzParse: Parse never panics, and a catalog it accepts keeps its promises: at least
+// one release, each found by its minor and by its own patch release, Newest the last,
+// and the catalog written back (as the tools that rewrite the file do) reads the same.
+func FuzzParse(f *testing.F) {
+	f.Add(images.VersionsYAML)
+	f.Add([]byte(validCatalog))
+	f.Add([]byte(strings.Replace(validCatalog, `"v1.34"`, `"v1.9"`, 1)))
+	f.Add([]byte("schemaVersion: 1\nreleases: []\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := catalog.Parse(data)
+		if err != nil {
+			return
+		}
+		if len(c.Releases) == 0 {
+			t.Fatal("accepted a catalog without releases")
+		}
+		for _, r := range c.Releases {
+			for _, v := range []string{r.Minor, r.Kubernetes} {
+				if got, ok := c.Lookup(v); !ok || got != r {
+					t.Fatalf("Lookup(%q) = %+v, %v, want %+v", v, got, ok, r)
+				}
+			}
+		}
+		if c.Newest() != c.Releases[len(c.Releases)-1] {
+			t.Fatalf("Newest() = %+v, not the last release", c.Newest())
+		}
+		written, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := catalog.Parse(written)
+		if err != nil {
+			t.Fatalf("the catalog written back is refused: %v\n%s", err, written)
+		}
+		if !reflect.DeepEqual(again, c) {
+			t.Fatalf("the catalog written back reads as\n%+v\nnot\n%+v", again, c)
+		}
+	})
 }

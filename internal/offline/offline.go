@@ -155,7 +155,8 @@ func (s *Store) Get(_ context.Context, key client.ObjectKey, obj client.Object, 
 		return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind)}, key.Name)
 	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return json.Unmarshal(o.json, &u.Object)
+		// As a client decodes what the API server sends: whole numbers as int64.
+		return u.UnmarshalJSON(o.json)
 	}
 	return json.Unmarshal(o.json, obj)
 }

@@ -19,7 +19,7 @@ import (
 func TestStoreAnswersLikeAnAPIServer(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "objects.yaml")
 	content := "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: t}\nspec: {clusterIP: 10.96.0.7}\n---\n" +
-		"apiVersion: controlplane.cluster.x-k8s.io/v1alpha2\nkind: KamajiControlPlane\nmetadata: {name: cp, namespace: t}\nspec: {version: v1.35.4}\n"
+		"apiVersion: controlplane.cluster.x-k8s.io/v1alpha2\nkind: KamajiControlPlane\nmetadata: {name: cp, namespace: t}\nspec: {version: v1.35.4, replicas: 2}\n"
 	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,10 @@ func TestStoreAnswersLikeAnAPIServer(t *testing.T) {
 	}
 	if v, _, _ := unstructured.NestedString(cp.Object, "spec", "version"); v != "v1.35.4" {
 		t.Fatalf("unstructured Get: version %q", v)
+	}
+	// A whole number is an int64, as a client decodes what an API server sends.
+	if n, ok, err := unstructured.NestedInt64(cp.Object, "spec", "replicas"); n != 2 || !ok || err != nil {
+		t.Fatalf("unstructured Get: replicas %d, %v, %v", n, ok, err)
 	}
 	if err := s.Get(ctx, client.ObjectKey{Namespace: "t", Name: "missing"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("missing object: %v, want NotFound", err)

@@ -534,6 +534,57 @@ func FuzzEvaluate(f *testing.F) {
 	})
 }
 
+// FuzzCompileClassRules throws classes of random rules at CompileClassRules: it may not
+// panic and returns within a second; a rule is refused, by its index, exactly when it is
+// refused alone; a class of more than MaxPoolRules rules is refused; and a class it
+// accepts is never called invalid when a pool is judged by it.
+func FuzzCompileClassRules(f *testing.F) {
+	f.Add("object.spec.maxReplicas <= 10", "has(object.spec.resources)", uint8(2))
+	f.Add("object.spec.maxReplicas", "object.spec.labels.all(k, k.size() < 10)", uint8(3))
+	f.Add(`quantity(object.spec.resources.memory).isGreaterThan(quantity('4Gi'))`, "oldObject == null || oldObject.spec.clusterName == object.spec.clusterName", uint8(17))
+	f.Add(`object.metadata.annotations.all(a, object.metadata.annotations.all(b, a != b))`, "1 +", uint8(1))
+	f.Add(`object.spec.taints.exists(t, t.key.matches('^[a-z]+$'))`, `[1,2,3].map(x, [1,2,3].map(y, x * y)).size() > 0`, uint8(5))
+	f.Fuzz(func(t *testing.T, a, b string, n uint8) {
+		count := int(n) % (MaxPoolRules + 3)
+		rules := make([]v1.PoolRule, count)
+		for i := range rules {
+			rules[i] = v1.PoolRule{Rule: a, Message: "m"}
+			if i%2 == 1 {
+				rules[i].Rule = b
+			}
+		}
+		var err error
+		within(t, time.Second, "CompileClassRules", func() { err = CompileClassRules(rules) })
+		if count > MaxPoolRules {
+			if err == nil {
+				t.Fatalf("a class of %d rules was accepted", count)
+			}
+			return
+		}
+		for i, r := range rules {
+			alone := CompileClassRules([]v1.PoolRule{r}) != nil
+			named := err != nil && strings.Contains(err.Error(), fmt.Sprintf("spec.poolRules[%d].rule: ", i))
+			if alone != named {
+				t.Fatalf("rule %d %q: refused alone %v, named in the class's error %v: %v", i, r.Rule, alone, named, err)
+			}
+		}
+		if err != nil {
+			return
+		}
+		within(t, time.Second, "Evaluate", func() {
+			got, err := Evaluate(context.Background(), input(func(in *Input) { in.Class.PoolRules = rules }))
+			if err != nil {
+				t.Errorf("Evaluate: %v", err)
+			}
+			for _, v := range got {
+				if strings.Contains(v.Message, "invalid spec.poolRules") {
+					t.Errorf("an accepted class is called invalid: %v", v)
+				}
+			}
+		})
+	})
+}
+
 // within fails the test when f does not return within d, even if it never returns.
 func within(t *testing.T, d time.Duration, what string, f func()) {
 	t.Helper()

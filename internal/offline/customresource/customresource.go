@@ -115,6 +115,12 @@ func Load(crdYAML []byte, version string) (*Kind, error) {
 	if err := yaml.UnmarshalStrict(crdYAML, crd); err != nil {
 		return nil, fmt.Errorf("CRD: %w", err)
 	}
+	return FromCRD(crd, version)
+}
+
+// FromCRD prepares the version crd serves of that name (its storage version when version
+// is empty) as the API server does.
+func FromCRD(crd *apiextensionsv1.CustomResourceDefinition, version string) (*Kind, error) {
 	for _, v := range crd.Spec.Versions {
 		if (version == "" && !v.Storage) || (version != "" && v.Name != version) {
 			continue
