@@ -185,7 +185,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	md := out.MachineDeployment
 	s.objects = &objects{machineDeployment: md.Name, bootstrap: out.Bootstrap.GetName(), infrastructure: out.Infrastructure.GetName()}
 	s.set(v1.ConditionRendered, metav1.ConditionTrue, ReasonApplied, "the pool's objects are applied and current")
-	if err := r.releasePullSecrets(ctx, ng, pullSecretClass); err != nil {
+	if err := r.releasePullSecrets(ctx, ng, pullSecretClass, s.objects); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -315,11 +315,36 @@ func (r *Reconciler) credentials(ctx context.Context, ng *v1.NodeGroup, in *rend
 // that applies the new class releases them, whatever generation the status last
 // described. Whether there is anything to release is read from the cache, so a pool
 // that holds no other copy sends no request.
-func (r *Reconciler) releasePullSecrets(ctx context.Context, ng *v1.NodeGroup, keep string) error {
+//
+// Nor while a MachineSet of the pool still makes machines from other templates (a
+// rollout under way): a machine it makes, a health check's replacement say, boots
+// from the templates that name the old copy. The MachineSet's deletion brings the pool
+// back, and the copy goes then.
+func (r *Reconciler) releasePullSecrets(ctx context.Context, ng *v1.NodeGroup, keep string, current *objects) error {
 	if !credentials.MayRelease(ctx, r.Cache, ng, keep) {
 		return nil
 	}
+	if old, err := r.oldMachineSets(ctx, ng, current); err != nil || old {
+		return err
+	}
 	return credentials.ReleasePullSecrets(ctx, r.Client, r.APIReader, ng, keep)
+}
+
+// oldMachineSets says whether a MachineSet of the pool (in the cache) uses templates
+// other than its current ones.
+func (r *Reconciler) oldMachineSets(ctx context.Context, ng *v1.NodeGroup, current *objects) (bool, error) {
+	var sets clusterv1.MachineSetList
+	if err := r.Client.List(ctx, &sets, client.InNamespace(ng.Namespace),
+		client.MatchingLabels{names.LabelPool: names.LabelValue(ng.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, err
+	}
+	for _, ms := range sets.Items {
+		spec := ms.Spec.Template.Spec
+		if spec.Bootstrap.ConfigRef.Name != current.bootstrap || spec.InfrastructureRef.Name != current.infrastructure {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // observe reads the pool's MachineDeployment: written, when this reconcile wrote it,

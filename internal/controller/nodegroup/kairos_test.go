@@ -20,6 +20,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
@@ -305,4 +306,45 @@ func TestFailedClassChangeKeepsPullSecretCopy(t *testing.T) {
 	if err := env.Client.Get(ctx, oldCopy, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the old copy, which no pool uses any more, is still there (%v)", err)
 	}
+}
+
+// TestRolloutKeepsOldPullSecretCopy: while a MachineSet of the pool still makes
+// machines from the old class's templates (a rollout under way), the old class's pull
+// secret copy stays, since a machine that MachineSet makes boots from them; when it
+// goes, so does the copy.
+func TestRolloutKeepsOldPullSecretCopy(t *testing.T) {
+	ctx := context.Background()
+	ng := appliedKairosPool(t, "rolling-class")
+	ns := ng.Namespace
+	oldCopy := client.ObjectKey{Namespace: ns, Name: credentials.PullSecretName("kairos-own")}
+	ms := &clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-rolling-class-old", Labels: map[string]string{
+		names.LabelPool: "rolling-class", names.LabelClusterName: "tenant"}},
+		Spec: clusterv1.MachineSetSpec{ClusterName: "tenant",
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}},
+			Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"x": "y"}}, Spec: clusterv1.MachineSpec{
+				ClusterName: "tenant", Version: ng.Status.KubernetesVersion,
+				Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KairosConfigTemplate", Name: ng.Status.BootstrapTemplateName}},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtMachineTemplate", Name: ng.Status.InfrastructureTemplateName},
+			}}}}
+	env.MustCreate(t, ms)
+
+	kairosClassNamed(t, "kairos-next")
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.NodeGroupClassName = "kairos-next" })
+	moved := waitGeneration(t, ng)
+	if c := meta.FindStatusCondition(moved.Status.Conditions, v1.ConditionRendered); c == nil || c.Reason != nodegroup.ReasonApplied {
+		t.Fatalf("the pool on the new class: Rendered %+v", c)
+	}
+	waitQuiet(t)
+	if err := env.Client.Get(ctx, oldCopy, &corev1.Secret{}); err != nil {
+		t.Fatalf("the old class's copy, which the old MachineSet's templates name, is gone mid-rollout: %v", err)
+	}
+
+	if err := env.Client.Delete(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the old class's copy released once no MachineSet makes machines from its templates", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, oldCopy, &corev1.Secret{}))
+	})
 }
