@@ -33,7 +33,32 @@ func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "nod
 // customValues turns on what the defaults leave off and off what they leave on, so the
 // two renders cover every branch of the templates between them.
 const customValues = `
+global:
+  imagePullSecrets:
+    - name: platform-registry
 replicaCount: 3
+extraArgs:
+  - --zap-stacktrace-level=panic
+extraEnv:
+  - name: HTTPS_PROXY
+    value: http://proxy.platform.example.com:3128
+  - name: GOMAXPROCS
+    valueFrom:
+      resourceFieldRef:
+        resource: limits.cpu
+networkPolicy:
+  enabled: true
+  metricsFrom:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+  extraEgress:
+    - to:
+        - ipBlock:
+            cidr: 10.20.0.0/16
+      ports:
+        - port: 3128
+          protocol: TCP
 commonLabels:
   platform.example.com/team: nodes
   platform.example.com/tier: control
@@ -102,9 +127,26 @@ tenantCatalog:
 
 // externalIssuerValues: cert-manager with the platform's ClusterIssuer, one replica (no
 // PodDisruptionBudget), an image by digest, no leader election and no metrics, the
-// built-in location customised, and the scheduling values set by hand.
+// built-in location customised, the scheduling values set by hand, and an
+// OpenShift-style security context (no fixed UID or group: restricted-v2 assigns one)
+// with a NetworkPolicy that knows the API servers' addresses.
 const externalIssuerValues = `
 replicaCount: 1
+podSecurityContext:
+  runAsUser: null
+  runAsGroup: null
+  fsGroup: null
+securityContext:
+  runAsUser: null
+  runAsGroup: null
+networkPolicy:
+  enabled: true
+  webhookFrom:
+    - ipBlock:
+        cidr: 192.168.10.0/24
+  apiServer:
+    cidrs: [192.168.10.11/32, 192.168.10.12/32, 192.168.10.13/32]
+    ports: [6443]
 image:
   digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 leaderElection:
@@ -197,7 +239,11 @@ func loadChart(t *testing.T) *chart.Chart {
 
 // renderValues builds what templates see, as `helm install` does: the chart's values
 // coalesced with the user's and checked against values.schema.json.
+// Dependencies whose condition is false are dropped first, as action.Install does.
 func renderValues(c *chart.Chart, vals map[string]any) (chartutil.Values, error) {
+	if err := chartutil.ProcessDependenciesWithMerge(c, vals); err != nil {
+		return nil, err
+	}
 	return chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{
 		Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true,
 	}, nil)
