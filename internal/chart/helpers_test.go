@@ -30,6 +30,10 @@ const (
 
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "nodegroup-operator") }
 
+func crdChartDir() string {
+	return filepath.Join(testenv.RepoRoot(), "charts", "nodegroup-operator-crds")
+}
+
 // customValues turns on what the defaults leave off and off what they leave on, so the
 // two renders cover every branch of the templates between them.
 const customValues = `
@@ -228,11 +232,14 @@ func parseValues(t *testing.T, s string) map[string]any {
 	return vals
 }
 
-func loadChart(t *testing.T) *chart.Chart {
+func loadChart(t *testing.T) *chart.Chart { t.Helper(); return loadDir(t, chartDir()) }
+
+// loadDir loads the chart in dir, with its dependencies under charts/.
+func loadDir(t *testing.T, dir string) *chart.Chart {
 	t.Helper()
-	c, err := loader.Load(chartDir())
+	c, err := loader.Load(dir)
 	if err != nil {
-		t.Fatalf("loading the chart: %v", err)
+		t.Fatalf("loading the chart %s: %v", dir, err)
 	}
 	return c
 }
@@ -253,7 +260,12 @@ func renderValues(c *chart.Chart, vals map[string]any) (chartutil.Values, error)
 // their output.
 func render(t *testing.T, vals map[string]any) map[string]string {
 	t.Helper()
-	c := loadChart(t)
+	return renderChart(t, loadChart(t), vals)
+}
+
+// renderChart renders c's templates, and its enabled dependencies', with vals.
+func renderChart(t *testing.T, c *chart.Chart, vals map[string]any) map[string]string {
+	t.Helper()
 	rv, err := renderValues(c, vals)
 	if err != nil {
 		t.Fatalf("values: %v", err)
