@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 
 GO        ?= go
 BIN       ?= bin
-CRD_DIR   := charts/nodegroup-operator/crds
+CRD_DIR   := charts/nodegroup-operator-crds/templates
 # UPDATE=1 rewrites golden files instead of comparing against them.
 UPDATE    ?=
 TEST_ARGS ?=

@@ -4,26 +4,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// LocationSpec says where the machines of a pool run. It is immutable.
+// LocationSpec says where the machines of a pool run. Where (provider, region, zone) is
+// immutable; who may use it (allowedNamespaces) may change.
 type LocationSpec struct {
 	// provider is the machine provider of this location; exactly one is set.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.provider is immutable: publish a new location and move pools to it"
 	Provider LocationProvider `json:"provider"`
 
 	// region becomes the topology.kubernetes.io/region label of the nodes.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.region is immutable: publish a new location and move pools to it"
 	Region string `json:"region,omitempty"`
 
 	// zone becomes the topology.kubernetes.io/zone label of the nodes.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.zone is immutable: publish a new location and move pools to it"
 	Zone string `json:"zone,omitempty"`
 
 	// allowedNamespaces selects, by their labels, the tenant namespaces that may place
 	// pools here. Unset admits no namespace; an empty selector ({}) admits every one.
+	// It may change: a pool in a namespace it no longer admits keeps its machines, is
+	// reported LocationResolved=False, and is refused any change but a move to a
+	// location that admits it.
 	// +optional
 	AllowedNamespaces *metav1.LabelSelector `json:"allowedNamespaces,omitempty"`
 }
@@ -148,10 +155,12 @@ type LocationStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Location is a place where the machines of pools run. It is cluster-scoped and
-// immutable, and admits only the namespaces its allowedNamespaces selects.
+// Location is a place where the machines of pools run. It is cluster-scoped, its
+// placement is immutable, and it admits only the namespaces its allowedNamespaces
+// selects.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:resource:scope=Cluster,shortName=ngloc,categories=nodegroup-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider.type`
@@ -162,9 +171,14 @@ type Location struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec is immutable as a whole.
+	// spec is immutable but for allowedNamespaces: a change of provider, region or
+	// zone would move running machines, while who may use the location is the
+	// platform's to change (the chart's built-in location follows helm upgrade).
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: publish a new location and move pools to it"
+	// The fields carry their own rules (self == oldSelf costs nothing to estimate, a
+	// comparison of the provider here would exceed the cost budget); this one catches
+	// a region or zone added or removed, which a field's own rule never sees.
+	// +kubebuilder:validation:XValidation:rule="has(self.region) == has(oldSelf.region) && has(self.zone) == has(oldSelf.zone)",message="spec.region and spec.zone cannot be added or removed: publish a new location and move pools to it"
 	Spec LocationSpec `json:"spec"`
 
 	// +optional

@@ -424,6 +424,7 @@ type MachineNotRunning struct {
 // one Cluster in the same namespace.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:resource:shortName=ng;ngs,categories=nodegroup-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`

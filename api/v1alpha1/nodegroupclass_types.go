@@ -140,6 +140,7 @@ type NodeGroupClassStatus struct {
 // worker pools. It is cluster-scoped and immutable.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:resource:scope=Cluster,shortName=ngc;ngclass,categories=nodegroup-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="OS",type=string,JSONPath=`.spec.os`

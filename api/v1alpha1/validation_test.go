@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -100,9 +101,41 @@ func TestLocationImmutable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), loc) })
-	changed := loc.DeepCopy()
-	changed.Spec.Zone = "fsn1-b"
-	checkErr(t, env.Client.Update(ctx, changed), "spec is immutable: publish a new location")
+	const immutable = ": publish a new location and move pools to it"
+	for name, mutate := range map[string]func(*v1.LocationSpec){
+		"zone changed":          func(s *v1.LocationSpec) { s.Zone = "fsn1-b" },
+		"region removed":        func(s *v1.LocationSpec) { s.Region = "" },
+		"storage class changed": func(s *v1.LocationSpec) { s.Provider.KubeVirt.StorageClassName = "fast" },
+		"provider block swapped": func(s *v1.LocationSpec) {
+			s.Provider = v1.LocationProvider{Type: v1.ProviderStatic, Static: &v1.StaticProvider{}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			changed := loc.DeepCopy()
+			mutate(&changed.Spec)
+			checkErr(t, env.Client.Update(ctx, changed, client.DryRunAll), immutable)
+		})
+	}
+	// Who may use a location is the platform's to change, on any location.
+	t.Run("allowedNamespaces changes", func(t *testing.T) {
+		for _, sel := range []*metav1.LabelSelector{{MatchLabels: map[string]string{"tenant": "gold"}}, {}, nil} {
+			changed := loc.DeepCopy()
+			changed.Spec.AllowedNamespaces = sel
+			checkErr(t, env.Client.Update(ctx, changed), "")
+			loc = changed
+		}
+	})
+	noZone := rulecases.KubeVirtLocation("immutable-no-zone")
+	noZone.Spec.Zone = ""
+	if err := env.Client.Create(ctx, noZone); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), noZone) })
+	t.Run("zone added", func(t *testing.T) {
+		changed := noZone.DeepCopy()
+		changed.Spec.Zone = "fsn1-a"
+		checkErr(t, env.Client.Update(ctx, changed, client.DryRunAll), immutable)
+	})
 }
 
 func pool(name string, mutate func(*v1.NodeGroupSpec)) *v1.NodeGroup {

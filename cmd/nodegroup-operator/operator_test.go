@@ -14,11 +14,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,7 +114,14 @@ func command(t *testing.T, rel *localrun.Release, name string, port int) *localr
 // run starts cmd as the replica name and stops it when the test ends.
 func run(t *testing.T, cmd *localrun.Command, name string) *localrun.Process {
 	t.Helper()
-	p, err := localrun.StartProcess(name, filepath.Join(cmd.Dir, "operator.log"), cmd.Cmd(bin))
+	return runCmd(t, cmd, cmd.Cmd(bin), name)
+}
+
+// runCmd starts c, the process of cmd, as the replica name and stops it when the test
+// ends.
+func runCmd(t *testing.T, cmd *localrun.Command, c *exec.Cmd, name string) *localrun.Process {
+	t.Helper()
+	p, err := localrun.StartProcess(name, filepath.Join(cmd.Dir, "operator.log"), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +270,60 @@ func TestDefaultInstallServesItsWebhook(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	})
+}
+
+// TestArbitraryUID runs the operator as OpenShift's restricted-v2 runs a Pod of the
+// chart rendered with the fixed IDs nulled (podSecurityContext and securityContext
+// without runAsUser, runAsGroup, fsGroup): as a UID from the namespace's range, which
+// no file of the image or the test belongs to, with the root group. Its folder, TMPDIR
+// included, is read-only to it, as a read-only root filesystem is: the operator issues
+// its certificate, becomes ready and serves the webhook without writing a file.
+func TestArbitraryUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a process as another UID needs root")
+	}
+	port, err := localrun.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := install(t, port, map[string]any{
+		"podSecurityContext": map[string]any{"runAsUser": nil, "runAsGroup": nil, "fsGroup": nil},
+		"securityContext":    map[string]any{"runAsUser": nil, "runAsGroup": nil},
+	})
+	deploy, err := rel.Deployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod := deploy.Spec.Template.Spec; pod.SecurityContext.RunAsUser != nil || pod.SecurityContext.FSGroup != nil || pod.Containers[0].SecurityContext.RunAsUser != nil {
+		t.Fatalf("the render still fixes an ID: %+v %+v", pod.SecurityContext, pod.Containers[0].SecurityContext)
+	}
+	const uid = 1000650000 // the first UID of a namespace's range on OpenShift
+	cmd := command(t, rel, "nodegroup-operator-0", port)
+	// The root group may read and enter (not write) what it needs: the binary, the
+	// kubeconfig (a Pod's token is mounted so), and the folders above them.
+	for _, path := range []string{bin, filepath.Dir(bin), cmd.Dir, filepath.Join(cmd.Dir, "kubeconfig"), filepath.Join(cmd.Dir, "tmp")} {
+		mode := os.FileMode(0o750)
+		if path == filepath.Join(cmd.Dir, "kubeconfig") {
+			mode = 0o640
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for dir := filepath.Dir(cmd.Dir); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
+		if err := os.Chmod(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := cmd.Cmd(bin)
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: 0}}
+	p := runCmd(t, cmd, c, "nodegroup-operator-0")
+	waitReady(t, cmd, p)
+	admits(t, tenant(t))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if want := fmt.Sprintf("\nUid:\t%d\t", uid); err != nil || !strings.Contains(string(status), want) {
+		t.Errorf("the operator's /proc status (%v) does not say %q:\n%s", err, want, status)
+	}
 }
 
 // TestTwoReplicasStartTogether starts two replicas at once on a missing Secret: one CA,

@@ -100,7 +100,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		run  func(context.Context) error
 	}{
 		{"binaries (cached after the first build)", e.binaries},
-		{"etcd and kube-apiserver with the CRDs", e.controlPlane},
+		{"etcd and kube-apiserver with the provider CRDs", e.controlPlane},
 		{"Cluster API manager with its webhooks", e.clusterAPI},
 		{"kube-controller-manager", e.kubeControllers},
 		{"the tenant: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok", e.tenant},
@@ -205,7 +205,8 @@ func (e *Env) controlPlane(context.Context) error {
 		return err
 	}
 	crds = append(crds, capi...)
-	if e.cp, err = testenv.Start(testenv.Options{CRDs: crds}); err != nil {
+	// This project's CRDs come with the chart, from their own chart (operatorUp).
+	if e.cp, err = testenv.Start(testenv.Options{CRDs: crds, WithoutProjectCRDs: true}); err != nil {
 		return err
 	}
 	e.Config, e.Client = e.cp.Config, e.cp.Client

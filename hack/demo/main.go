@@ -64,12 +64,13 @@ func run(keep bool, start time.Time) error {
 		return err
 	}
 
-	step("starting etcd and kube-apiserver with the CRDs")
+	step("starting etcd and kube-apiserver with the provider CRDs")
 	crds, err := testenv.ProviderCRDs()
 	if err != nil {
 		return err
 	}
-	env, err := testenv.Start(testenv.Options{CRDs: crds})
+	// This project's CRDs come with the chart install below, from their own chart.
+	env, err := testenv.Start(testenv.Options{CRDs: crds, WithoutProjectCRDs: true})
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func run(keep bool, start time.Time) error {
 		return err
 	}
 
-	step("installing the chart with the Helm SDK (all but the Deployment; the webhook on loopback)")
+	step("installing the CRD chart, then the chart, with the Helm SDK (all but the Deployment; the webhook on loopback)")
 	rel, local, err := localrun.Deploy(ctx, env.Config, env.Client, root, work, nil, 24*time.Hour)
 	if err != nil {
 		return err

@@ -246,7 +246,8 @@ func (h *harness) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env, err := testenv.Start(testenv.Options{CRDs: crds, APIServerArgs: map[string][]string{
+	// This project's CRDs come with the chart, from their own chart (identities).
+	env, err := testenv.Start(testenv.Options{CRDs: crds, WithoutProjectCRDs: true, APIServerArgs: map[string][]string{
 		"audit-policy-file": {policy},
 		"audit-log-path":    {h.auditPath},
 		// Never rotated (the default rotates at 100 MB): the phases read it whole.

@@ -30,10 +30,39 @@ const (
 
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "nodegroup-operator") }
 
+func crdChartDir() string {
+	return filepath.Join(testenv.RepoRoot(), "charts", "nodegroup-operator-crds")
+}
+
 // customValues turns on what the defaults leave off and off what they leave on, so the
 // two renders cover every branch of the templates between them.
 const customValues = `
+global:
+  imagePullSecrets:
+    - name: platform-registry
 replicaCount: 3
+extraArgs:
+  - --zap-stacktrace-level=panic
+extraEnv:
+  - name: HTTPS_PROXY
+    value: http://proxy.platform.example.com:3128
+  - name: GOMAXPROCS
+    valueFrom:
+      resourceFieldRef:
+        resource: limits.cpu
+networkPolicy:
+  enabled: true
+  metricsFrom:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+  extraEgress:
+    - to:
+        - ipBlock:
+            cidr: 10.20.0.0/16
+      ports:
+        - port: 3128
+          protocol: TCP
 commonLabels:
   platform.example.com/team: nodes
   platform.example.com/tier: control
@@ -102,9 +131,26 @@ tenantCatalog:
 
 // externalIssuerValues: cert-manager with the platform's ClusterIssuer, one replica (no
 // PodDisruptionBudget), an image by digest, no leader election and no metrics, the
-// built-in location customised, and the scheduling values set by hand.
+// built-in location customised, the scheduling values set by hand, and an
+// OpenShift-style security context (no fixed UID or group: restricted-v2 assigns one)
+// with a NetworkPolicy that knows the API servers' addresses.
 const externalIssuerValues = `
 replicaCount: 1
+podSecurityContext:
+  runAsUser: null
+  runAsGroup: null
+  fsGroup: null
+securityContext:
+  runAsUser: null
+  runAsGroup: null
+networkPolicy:
+  enabled: true
+  webhookFrom:
+    - ipBlock:
+        cidr: 192.168.10.0/24
+  apiServer:
+    cidrs: [192.168.10.11/32, 192.168.10.12/32, 192.168.10.13/32]
+    ports: [6443]
 image:
   digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 leaderElection:
@@ -186,18 +232,25 @@ func parseValues(t *testing.T, s string) map[string]any {
 	return vals
 }
 
-func loadChart(t *testing.T) *chart.Chart {
+func loadChart(t *testing.T) *chart.Chart { t.Helper(); return loadDir(t, chartDir()) }
+
+// loadDir loads the chart in dir, with its dependencies under charts/.
+func loadDir(t *testing.T, dir string) *chart.Chart {
 	t.Helper()
-	c, err := loader.Load(chartDir())
+	c, err := loader.Load(dir)
 	if err != nil {
-		t.Fatalf("loading the chart: %v", err)
+		t.Fatalf("loading the chart %s: %v", dir, err)
 	}
 	return c
 }
 
 // renderValues builds what templates see, as `helm install` does: the chart's values
 // coalesced with the user's and checked against values.schema.json.
+// Dependencies whose condition is false are dropped first, as action.Install does.
 func renderValues(c *chart.Chart, vals map[string]any) (chartutil.Values, error) {
+	if err := chartutil.ProcessDependenciesWithMerge(c, vals); err != nil {
+		return nil, err
+	}
 	return chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{
 		Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true,
 	}, nil)
@@ -207,7 +260,12 @@ func renderValues(c *chart.Chart, vals map[string]any) (chartutil.Values, error)
 // their output.
 func render(t *testing.T, vals map[string]any) map[string]string {
 	t.Helper()
-	c := loadChart(t)
+	return renderChart(t, loadChart(t), vals)
+}
+
+// renderChart renders c's templates, and its enabled dependencies', with vals.
+func renderChart(t *testing.T, c *chart.Chart, vals map[string]any) map[string]string {
+	t.Helper()
 	rv, err := renderValues(c, vals)
 	if err != nil {
 		t.Fatalf("values: %v", err)

@@ -1,32 +1,62 @@
 package chart
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
-	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 )
 
-// TestLint runs `helm lint` (lint.All: Chart.yaml, values, templates rendered and parsed)
-// with each values case. Errors and warnings both fail; the only
-// message allowed is Info (the chart has no icon).
+// TestLint runs `helm lint --strict` (action.Lint with Strict: Chart.yaml, values,
+// templates rendered and parsed, dependencies; a warning fails as an error does) on the
+// chart with each values case, on the CRD chart, and on a parent chart that embeds this
+// one. The only message allowed is Info (the charts have no icon).
 func TestLint(t *testing.T) {
+	// The oldest Kubernetes the charts support (kubeVersion), so an API deprecated by
+	// then is a warning.
+	kubeVersion := &chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "30"}
+	lint := func(t *testing.T, dir string, values map[string]any) {
+		t.Helper()
+		l := action.NewLint()
+		l.Strict, l.Namespace, l.KubeVersion = true, releaseNamespace, kubeVersion
+		res := l.Run([]string{dir}, values)
+		if res.TotalChartsLinted != 1 {
+			t.Errorf("%d charts linted, want 1", res.TotalChartsLinted)
+		}
+		for _, err := range res.Errors {
+			t.Errorf("helm lint --strict: %v", err)
+		}
+		for _, m := range res.Messages {
+			if m.Severity > support.InfoSev {
+				t.Errorf("helm lint: %s", m)
+			}
+		}
+	}
 	for _, tc := range valueCases {
-		t.Run(tc.name, func(t *testing.T) {
-			linter := lint.All(chartDir(), parseValues(t, tc.values), releaseNamespace, true)
-			for _, m := range linter.Messages {
-				if m.Severity > support.InfoSev {
-					t.Errorf("helm lint: %s", m)
-				} else {
-					t.Logf("helm lint: %s", m)
-				}
-			}
-			if linter.HighestSeverity > support.InfoSev {
-				t.Errorf("helm lint: highest severity %d (0 unknown, 1 info, 2 warning, 3 error)", linter.HighestSeverity)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { lint(t, chartDir(), parseValues(t, tc.values)) })
+	}
+	t.Run("crds", func(t *testing.T) { lint(t, crdChartDir(), nil) })
+	t.Run("parent", func(t *testing.T) { lint(t, parentChartDir(), nil) })
+
+	// Strict is strict: a template that renders nothing but a deprecated API is a
+	// warning, and fails.
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(crdChartDir())); err != nil {
+		t.Fatal(err)
+	}
+	old := "apiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: old\nspec:\n  minAvailable: 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "templates", "old.yaml"), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := action.NewLint()
+	l.Strict, l.KubeVersion = true, kubeVersion
+	if res := l.Run([]string{dir}, nil); len(res.Errors) == 0 {
+		t.Errorf("helm lint --strict passed a deprecated API: %v", res.Messages)
 	}
 }
 

@@ -149,7 +149,7 @@ func TestChartNamesMatchTheCode(t *testing.T) {
 // in values.yaml (maps are documented as a whole when they are empty by default or
 // listed in wholeMaps).
 func TestREADMEDocumentsEveryValue(t *testing.T) {
-	wholeMaps := map[string]bool{"resources": true, "metrics.dashboard.labels": true}
+	wholeMaps := map[string]bool{"resources": true, "metrics.dashboard.labels": true, "podSecurityContext": true, "securityContext": true}
 	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -321,8 +321,22 @@ func TestLocalObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(objs) != len(r.Objects)-1 {
-		t.Errorf("%d objects of %d rendered, want all but the Deployment", len(objs), len(r.Objects))
+	if len(objs) != len(r.CRDs)+len(r.Objects)-1 {
+		t.Errorf("%d objects of %d rendered, want all but the Deployment", len(objs), len(r.CRDs)+len(r.Objects))
+	}
+	// The CRDs come from their own chart, first, and are kept on uninstall.
+	if len(r.CRDs) != 3 {
+		t.Fatalf("%d CRDs rendered, want NodeGroup, NodeGroupClass and Location", len(r.CRDs))
+	}
+	for i, crd := range r.CRDs {
+		if objs[i] != crd || crd.GetKind() != "CustomResourceDefinition" || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("object %d: %s %s %v, want the CRD chart's CRDs first, kept on uninstall", i, objs[i].GetKind(), objs[i].GetName(), objs[i].GetAnnotations())
+		}
+	}
+	for _, o := range r.Objects {
+		if o.GetKind() == "CustomResourceDefinition" {
+			t.Errorf("the operator's release holds CRD %s: crds.enabled is false for a local run", o.GetName())
+		}
 	}
 	var hooks []any
 	for _, o := range objs {

@@ -38,11 +38,13 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
-// The release the chart is installed as.
+// The release the chart is installed as, and the release of the CRD chart installed
+// before it (the chart's crds.enabled is false: the CRDs are a release of their own).
 const (
 	ReleaseName      = "nodegroup-operator"
 	ReleaseNamespace = "nodegroup-system"
 	ServiceAccount   = "nodegroup-operator"
+	CRDReleaseName   = "nodegroup-operator-crds"
 )
 
 // OperatorUser is the user name the API server sees for the operator run with
@@ -69,16 +71,19 @@ func goTool() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
-// chartObjects renders the platform chart at root with the Helm Go SDK, as the release
-// ReleaseName in ReleaseNamespace with values, and returns its objects in the order of
-// the chart's files, each namespaced kind in ReleaseNamespace.
-func chartObjects(root string, values map[string]any) ([]*unstructured.Unstructured, error) {
-	ch, err := loader.Load(filepath.Join(root, "charts", "nodegroup-operator"))
+// chartObjects renders the chart charts/<chart> at root with the Helm Go SDK, as the
+// release named release in ReleaseNamespace with values, and returns its objects in the
+// order of the chart's files, each namespaced kind in ReleaseNamespace.
+func chartObjects(root, chart, release string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	ch, err := loader.Load(filepath.Join(root, "charts", chart))
 	if err != nil {
 		return nil, err
 	}
+	if err := chartutil.ProcessDependenciesWithMerge(ch, values); err != nil {
+		return nil, fmt.Errorf("chart dependencies: %w", err)
+	}
 	rv, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{
-		Name: ReleaseName, Namespace: ReleaseNamespace, Revision: 1, IsInstall: true,
+		Name: release, Namespace: ReleaseNamespace, Revision: 1, IsInstall: true,
 	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("chart values: %w", err)

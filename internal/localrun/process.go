@@ -22,14 +22,18 @@ type Process struct {
 }
 
 // StartProcess starts cmd as name, appending its output to the file log, in its own
-// process group (so a stop reaches whatever it starts too).
+// process group (so a stop reaches whatever it starts too). Other attributes cmd has,
+// such as the credentials to run as, are kept.
 func StartProcess(name, log string, cmd *exec.Cmd) (*Process, error) {
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)

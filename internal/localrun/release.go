@@ -13,9 +13,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -26,21 +29,30 @@ import (
 const LoopbackHost = "localhost"
 
 // Release is the chart rendered with a suite's values, as a local run installs and runs
-// it.
+// it, and the CRD chart it needs.
 type Release struct {
+	// CRDs are the objects of the chart nodegroup-operator-crds (the CRDs).
+	CRDs []*unstructured.Unstructured
+	// Objects are the objects of the chart nodegroup-operator.
 	Objects []*unstructured.Unstructured
 }
 
-// Render renders the chart at root with values (chartObjects).
+// Render renders the CRD chart and the operator's chart at root, the latter with values
+// (chartObjects).
 func Render(root string, values map[string]any) (*Release, error) {
-	objs, err := chartObjects(root, values)
+	crds, err := chartObjects(root, "nodegroup-operator-crds", CRDReleaseName, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Release{Objects: objs}, nil
+	objs, err := chartObjects(root, "nodegroup-operator", ReleaseName, values)
+	if err != nil {
+		return nil, err
+	}
+	return &Release{CRDs: crds, Objects: objs}, nil
 }
 
-// LocalObjects are the objects a local run applies: every rendered object but the
+// LocalObjects are the objects a local run applies: the CRDs first, as a platform
+// installs the CRD chart before the operator's, then every rendered object but the
 // Deployment (no kubelet runs its Pods: the operator runs as a local process instead),
 // with every webhook of the webhook configurations called at
 // https://localhost:<webhookPort><path> instead of through the Service, and without a
@@ -50,7 +62,7 @@ func (r *Release) LocalObjects(webhookPort int) ([]*unstructured.Unstructured, e
 	if err := r.checkLoopbackName(); err != nil {
 		return nil, err
 	}
-	var out []*unstructured.Unstructured
+	out := slices.Clone(r.CRDs)
 	for _, obj := range r.Objects {
 		switch obj.GetKind() {
 		case "Deployment":
@@ -89,14 +101,32 @@ func CreateNamespace(ctx context.Context, c client.Client) error {
 }
 
 // Apply applies objs by server-side apply as the field manager manager, taking
-// ownership.
+// ownership. A CustomResourceDefinition is waited for until it is established, so the
+// objects after it may be of its kind.
 func Apply(ctx context.Context, c client.Client, manager string, objs []*unstructured.Unstructured) error {
 	for _, obj := range objs {
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(manager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
+		if obj.GetKind() == "CustomResourceDefinition" {
+			if err := waitEstablished(ctx, c, obj.GetName()); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// waitEstablished waits until the CRD name is served (its Established condition), for
+// at most a minute.
+func waitEstablished(ctx context.Context, c client.Client, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return false, err
+		}
+		return apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established), nil
+	})
 }
 
 // WebhooksOnLoopback rewrites every webhook of a (Validating|Mutating)WebhookConfiguration

@@ -89,9 +89,19 @@ type Options struct {
 	CRDPaths []string
 	// CRDs are extra CRD objects to install (for example upstream CRDs with labels added).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// WithoutProjectCRDs leaves this project's CRDs out, for a caller that installs them
+	// through their chart (internal/localrun, a Helm install).
+	WithoutProjectCRDs bool
 	// APIServerArgs are kube-apiserver flags, each replacing envtest's value of that flag
 	// (for example an audit log, or a service range wider than envtest's /24).
 	APIServerArgs map[string][]string
+}
+
+// CRDDir is the folder of this project's CRDs: the templates of the chart
+// nodegroup-operator-crds, which `make generate` writes as plain YAML (no template
+// directives), so they are installed here as they are.
+func CRDDir() string {
+	return filepath.Join(RepoRoot(), "charts", "nodegroup-operator-crds", "templates")
 }
 
 // Start starts etcd and kube-apiserver and installs the CRDs.
@@ -102,10 +112,13 @@ func Start(opts Options) (*Env, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "charts", "nodegroup-operator", "crds")}, opts.CRDPaths...),
+		CRDDirectoryPaths:     opts.CRDPaths,
 		CRDs:                  opts.CRDs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
+	}
+	if !opts.WithoutProjectCRDs {
+		env.CRDDirectoryPaths = append([]string{CRDDir()}, opts.CRDPaths...)
 	}
 	for flag, values := range opts.APIServerArgs {
 		env.ControlPlane.GetAPIServer().Configure().Set(flag, values...)

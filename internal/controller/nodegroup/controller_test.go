@@ -439,3 +439,42 @@ func TestStatusConflictRequeuesQuietly(t *testing.T) {
 		t.Errorf("the reconcile after the conflict left the status as it was")
 	}
 }
+
+// TestLocationAccessWithdrawn narrows a location's allowedNamespaces under a running
+// pool: the pool says so (LocationResolved=False, LocationNotAllowed) as soon as the
+// location changes, its MachineDeployment is left as it is, and access given back
+// resolves it again.
+func TestLocationAccessWithdrawn(t *testing.T) {
+	ctx := context.Background()
+	ns := tenant(t)
+	loc := &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: "narrowing"}, Spec: v1.LocationSpec{
+		Provider:          v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
+		AllowedNamespaces: &metav1.LabelSelector{},
+	}}
+	env.MustCreate(t, loc)
+	ng := pool(ns, "placed", func(s *v1.NodeGroupSpec) { s.LocationName = loc.Name })
+	env.MustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	md := &clusterv1.MachineDeployment{}
+	mustGet(t, ns, "tenant-placed", md)
+
+	setAllowed := func(sel *metav1.LabelSelector) {
+		t.Helper()
+		current := &v1.Location{}
+		mustGet(t, "", loc.Name, current)
+		current.Spec.AllowedNamespaces = sel
+		if err := env.Client.Update(ctx, current); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAllowed(&metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}})
+	waitCondition(t, ng, v1.ConditionLocationResolved, metav1.ConditionFalse, nodegroup.ReasonLocationNotAllowed)
+	after := &clusterv1.MachineDeployment{}
+	mustGet(t, ns, "tenant-placed", after)
+	if after.UID != md.UID || after.ResourceVersion != md.ResourceVersion {
+		t.Errorf("the MachineDeployment was touched when the location stopped admitting the pool: resourceVersion %s→%s", md.ResourceVersion, after.ResourceVersion)
+	}
+
+	setAllowed(&metav1.LabelSelector{})
+	waitCondition(t, ng, v1.ConditionLocationResolved, metav1.ConditionTrue, "Resolved")
+}
