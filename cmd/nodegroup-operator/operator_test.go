@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,6 +236,18 @@ func TestDefaultInstallServesItsWebhook(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, string(body)
 		}
+		// Ready means the webhook serves; the metrics server may bind a moment later.
+		testenv.Eventually(t, "the metrics endpoint accepts connections", func() bool {
+			u, err := url.Parse(cmd.MetricsURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := net.DialTimeout("tcp", u.Host, time.Second)
+			if err == nil {
+				_ = conn.Close()
+			}
+			return err == nil
+		})
 		if code, _ := get(""); code != http.StatusUnauthorized {
 			t.Errorf("a scrape without a token: HTTP %d, want 401", code)
 		}
