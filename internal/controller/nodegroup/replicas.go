@@ -1,7 +1,6 @@
 package nodegroup
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -84,7 +83,7 @@ func (r *Reconciler) replicasWriter(ctx context.Context, md *clusterv1.MachineDe
 			continue
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil || !set.Has(replicasPath) {
+		if err := set.FromJSON(mf.FieldsV1.GetRawReader()); err != nil || !set.Has(replicasPath) {
 			continue
 		}
 		name := strconv.Quote(mf.Manager)

@@ -45,7 +45,7 @@ func TestOtherWriters(t *testing.T) {
 			"metadata": map[string]any{"namespace": ns, "name": "tenant-shared",
 				"labels": map[string]any{"team.example.com/owner": "platform"}, "annotations": map[string]any{"team.example.com/note": "kept"}},
 		}}
-		if err := env.Client.Patch(ctx, mhc, client.Apply, client.FieldOwner("gitops")); err != nil {
+		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(mhc), client.FieldOwner("gitops")); err != nil {
 			t.Fatal(err)
 		}
 		// The MachineDeployment's change brings the pool back (the controller owns it);
