@@ -66,6 +66,13 @@ const (
 	// ConditionUpToDate is True when every machine runs the current templates and
 	// version (Cluster API's MachinesUpToDate).
 	ConditionUpToDate = "UpToDate"
+	// ConditionTemplatesIntact is False when someone else changed the spec of one of the
+	// pool's current templates after the operator created it (its metadata.generation
+	// moved past 1): templates are immutable by design, so the operator does not write
+	// it back, names it, and rolls the pool onto a template of a new name at the pool's
+	// next change. A pool whose templates were never changed does not carry it; one
+	// that had it says True once its current templates are its own again.
+	ConditionTemplatesIntact = "TemplatesIntact"
 	// ConditionInUse is True on a class or location that pools still name.
 	ConditionInUse = "InUse"
 )

@@ -310,7 +310,8 @@ type NodeGroupStatus struct {
 	// conditions: Ready, ClassResolved, LocationResolved, ClusterFound, Rendered; from
 	// the MachineDeployment, in Cluster API's v1beta2 style, Available, RollingOut,
 	// ScalingUp, ScalingDown and UpToDate; on Talos pools TalosIdentityReady and
-	// TenantClusterReachable; on autoscaled pools AutoscalerReady and AbleToScaleUp.
+	// TenantClusterReachable; on autoscaled pools AutoscalerReady and AbleToScaleUp;
+	// TemplatesIntact once someone else changed one of the pool's templates.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

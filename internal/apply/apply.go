@@ -13,7 +13,8 @@
 //     names.AnnotationTemplateHashVersion on them). A template of that name that exists
 //     already has that content, so it is never written again; a change of content is a
 //     new name, and the MachineDeployment rolls to it. DeleteSupersededTemplates removes
-//     the old ones once no MachineSet uses them.
+//     the old ones once no MachineSet uses them. One someone else changed (its
+//     generation moved past 1) is not written back either: Apply says Modified.
 //
 // Every object gets the managed-by label and a controller owner reference to its
 // NodeGroup. An object of the desired name that lacks the label, or that another object
@@ -72,6 +73,11 @@ const (
 	Created
 	// Updated: the object existed and an apply changed it.
 	Updated
+	// Modified: the immutable template exists, and someone else changed its spec after
+	// it was created (its metadata.generation is past 1). Nothing was written: the name
+	// no longer says the content, but writing the content back would fight the other
+	// writer, so the caller reports it instead.
+	Modified
 )
 
 func (r Result) String() string {
@@ -82,6 +88,8 @@ func (r Result) String() string {
 		return "Created"
 	case Updated:
 		return "Updated"
+	case Modified:
+		return "Modified"
 	}
 	return fmt.Sprintf("Result(%d)", int(r))
 }

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -20,6 +21,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
+	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 // countingReader counts the live reads an Applier sends.
@@ -363,4 +365,57 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// TestModifiedTemplateIsLeftAlone: a template whose spec someone else changed after
+// apply created it is not written back, with or without a cache; Apply says Modified
+// and sends nothing. A template deleted meanwhile is created again under its name.
+func TestModifiedTemplateIsLeftAlone(t *testing.T) {
+	edit := func(f *fixture, name string) {
+		t.Helper()
+		live := f.get(talosGVK, name)
+		if err := unstructured.SetNestedField(live.Object, "version: v1alpha1\nmachine:\n  type: controlplane\n",
+			"spec", "template", "spec", "data"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.c.Update(t.Context(), live); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.get(talosGVK, name).GetGeneration(); got != 2 {
+			t.Fatalf("generation after an edit of the spec = %d, want 2", got)
+		}
+	}
+	t.Run("uncached", func(t *testing.T) {
+		f := newFixture(t)
+		tpl := talosTemplate(f.ns, "workers-t1")
+		f.apply(tpl, apply.Created)
+		edit(f, tpl.Name)
+		f.rec.take()
+		f.apply(tpl, apply.Modified)
+		if ws := realWrites(f.rec.take()); len(ws) > 0 {
+			t.Errorf("a modified template: sent %q", summary(ws))
+		}
+	})
+	t.Run("cached", func(t *testing.T) {
+		f := newCachedFixture(t)
+		tpl := talosTemplate(f.ns, "workers-t1")
+		f.apply(tpl, apply.Created)
+		edit(f.fixture, tpl.Name)
+		f.settle(tpl)
+		f.apply(tpl, apply.Modified)
+		f.quiet("a modified template")
+
+		if err := f.c.Delete(t.Context(), f.get(talosGVK, tpl.Name)); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, "the cache sees the template gone", func() bool {
+			m := &metav1.PartialObjectMetadata{}
+			m.SetGroupVersionKind(talosGVK)
+			return apierrors.IsNotFound(f.cache.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: tpl.Name}, m))
+		})
+		f.apply(tpl, apply.Created)
+		if got := f.get(talosGVK, tpl.Name); got.GetGeneration() != 1 {
+			t.Errorf("the template created again has generation %d, want 1", got.GetGeneration())
+		}
+	})
 }

@@ -23,7 +23,9 @@ func isTemplate(obj client.Object) bool {
 }
 
 // ensureTemplate is the rule for immutable templates: the name is the content, so an
-// existing template of ours is left alone and only a missing one is created. Create
+// existing template of ours is left alone and only a missing one is created (again,
+// when someone deleted it: the same name and content). One whose spec someone changed
+// since it was created is left alone too, and reported as Modified. Create
 // (not apply) makes the write fail if the name appeared meanwhile, so a template someone
 // else made in that moment is never taken over either. With a cache, a template the
 // cache holds is not read again, and one it lacks is created without a read first.
@@ -65,10 +67,14 @@ func (a *Applier) ensureTemplate(ctx context.Context, owner Owner, desired *unst
 		return Unchanged, nil, fmt.Errorf("apply template %s: it is being deleted; retry when it is gone", what)
 	}
 	a.count(func(s *Stats) { s.Skipped++ })
+	if live.GetGeneration() > 1 {
+		return Modified, nil, nil
+	}
 	return Unchanged, nil, nil
 }
 
-// cachedMetadata reads desired's live metadata from the cache; known is false when
+// cachedMetadata reads desired's live metadata from the cache (with its generation:
+// operator.CacheOptions keeps it of templates); known is false when
 // there is no cache or it cannot answer, and the object is nil when the cache does not
 // hold it.
 func (a *Applier) cachedMetadata(ctx context.Context, desired *unstructured.Unstructured) (obj metav1.Object, known bool) {

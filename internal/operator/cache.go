@@ -39,7 +39,8 @@ import (
 //     machine that is not running and ready, the conditions that say why (see
 //     trimMachine): a running machine is a few hundred bytes;
 //   - the metadata of its templates (their content is large and never read back),
-//     down to the labels a clean-up selects by and the owners;
+//     down to the labels a clean-up selects by, the owners and the generation (which
+//     tells that someone changed a template's spec: internal/apply reports it);
 //   - of Clusters and Kamaji control planes, no status: only their specs are read, and
 //     their status is the larger part of them;
 //   - of ServiceAccounts, Roles, RoleBindings and Deployments, only the autoscaler's
@@ -282,6 +283,7 @@ func trimTemplate(in any) (any, error) {
 	}
 	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: identity(m.ObjectMeta, names.LabelManagedBy, names.LabelPool)}
 	out.OwnerReferences = m.OwnerReferences
+	out.Generation = m.Generation
 	compactMeta(out)
 	return out, nil
 }

@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -204,5 +205,33 @@ func TestCacheKeepsWhatAPoolsStatusReads(t *testing.T) {
 	if len(failing.Status.Conditions) != 2 || failing.Status.Conditions[0].Message != "m" ||
 		!failing.Status.Conditions[0].LastTransitionTime.IsZero() || failing.Status.Conditions[0].ObservedGeneration != 0 {
 		t.Errorf("the cached Machine that does not run: %+v", failing.Status)
+	}
+}
+
+// TestCacheKeepsWhatApplyReadsOfTemplates: of a template the cache keeps its identity,
+// the labels a clean-up selects by, its owners and its generation, which tells
+// internal/apply that someone changed the spec of a template the operator made.
+func TestCacheKeepsWhatApplyReadsOfTemplates(t *testing.T) {
+	for obj, opts := range operator.CacheOptions().ByObject {
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok || !slices.Contains(names.TemplateKinds, m.GroupVersionKind()) {
+			continue
+		}
+		owner := metav1.OwnerReference{APIVersion: "nodegroup.io/v1alpha1", Kind: "NodeGroup", Name: "web", UID: "u"}
+		in := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+			Namespace: "tenant", Name: "web-0123456789", UID: "t", ResourceVersion: "7", Generation: 2,
+			Labels:          map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelPool: "web", "other": "x"},
+			Annotations:     map[string]string{names.AnnotationTemplateHashVersion: "v2"},
+			OwnerReferences: []metav1.OwnerReference{owner},
+		}}
+		out, err := opts.Transform(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := out.(*metav1.PartialObjectMetadata)
+		if got.Name != in.Name || got.UID != "t" || got.ResourceVersion != "7" || got.Generation != 2 ||
+			len(got.Labels) != 2 || got.Annotations != nil || len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != "u" {
+			t.Errorf("the cached %s: %+v", m.Kind, got.ObjectMeta)
+		}
 	}
 }

@@ -216,17 +216,24 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *render.Output, s *scope) (*unstructured.Unstructured, error) {
 	owner := apply.NodeGroupOwner(ng)
 	written := &unstructured.Unstructured{}
+	var modified []string
 	for _, obj := range out.Objects() {
 		var opts []apply.Option
 		if obj == client.Object(out.MachineDeployment) {
 			opts = append(opts, apply.ServerCopy(written))
 		}
-		if _, err := r.applier.Apply(ctx, owner, obj, opts...); err != nil {
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		result, err := r.applier.Apply(ctx, owner, obj, opts...)
+		if err != nil {
 			s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
-				fmt.Sprintf("applying %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
+				fmt.Sprintf("applying %s %s: %v", kind, obj.GetName(), err))
 			return nil, err
 		}
+		if result == apply.Modified {
+			modified = append(modified, kind+" "+obj.GetName())
+		}
 	}
+	s.templates(ng, modified)
 	keep := map[schema.GroupKind]string{
 		out.Bootstrap.GetObjectKind().GroupVersionKind().GroupKind():      out.Bootstrap.GetName(),
 		out.Infrastructure.GetObjectKind().GroupVersionKind().GroupKind(): out.Infrastructure.GetName(),

@@ -147,15 +147,7 @@ func TestTemplateRotation(t *testing.T) {
 	oldInfra := first.Status.InfrastructureTemplateName
 
 	// A MachineSet still uses the old machine template, as Cluster API's would mid-rollout.
-	ms := &clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-rotating-old", Labels: map[string]string{
-		names.LabelPool: "rotating", "cluster.x-k8s.io/deployment-name": "tenant-rotating", names.LabelClusterName: "tenant"}},
-		Spec: clusterv1.MachineSetSpec{ClusterName: "tenant",
-			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}},
-			Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"x": "y"}}, Spec: clusterv1.MachineSpec{
-				ClusterName: "tenant", Version: "v1.35.4",
-				Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "TalosConfigTemplate", Name: first.Status.BootstrapTemplateName}},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtMachineTemplate", Name: oldInfra},
-			}}}}
+	ms := machineSet(ns, "tenant-rotating-old", "rotating", first.Status.BootstrapTemplateName, oldInfra)
 	env.MustCreate(t, ms)
 
 	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.Resources.Memory = resource.MustParse("8Gi") })

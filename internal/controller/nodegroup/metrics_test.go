@@ -38,15 +38,13 @@ func TestMetricsOfAPool(t *testing.T) {
 	ng := pool(ns, "metrics", nil)
 	env.MustCreate(t, ng)
 	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, nodegroup.ReasonApplied)
-	// Cluster API's part: the machines the MachineDeployment wants, all ready.
+	// Cluster API's part: the replicas seeded from the minimum (its webhook does not run
+	// here), and the machines the MachineDeployment wants, all ready.
+	autoscale(t, ns, "tenant-metrics", 1)
 	md := &clusterv1.MachineDeployment{}
 	mustGet(t, ns, "tenant-metrics", md)
-	n := ptr(int32(1))
-	if md.Spec.Replicas != nil {
-		n = md.Spec.Replicas
-	}
 	patch := client.MergeFrom(md.DeepCopy())
-	md.Status.Replicas, md.Status.ReadyReplicas = n, n
+	md.Status.Replicas, md.Status.ReadyReplicas = ptr(int32(1)), ptr(int32(1))
 	if err := env.Client.Status().Patch(context.Background(), md, patch); err != nil {
 		t.Fatal(err)
 	}

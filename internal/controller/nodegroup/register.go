@@ -64,6 +64,14 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfPullSecret),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)})
+	// A pool's templates, watched as the metadata the cache keeps of them: one deleted
+	// while the pool's MachineDeployment or a MachineSet still names it is created
+	// again, and one whose spec someone changed is reported on the pool.
+	for _, gvk := range names.TemplateKinds {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		b = b.Watches(m, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel), builder.WithPredicates(templateChanged()))
+	}
 	if r.Tenants != nil {
 		pools := r.poolsBy(operator.PoolsByCluster, true)
 		b = b.WatchesRawSource(r.Tenants.Source(func(ctx context.Context, cluster types.NamespacedName) []reconcile.Request {
@@ -102,6 +110,19 @@ func machineChanged() predicate.Funcs {
 		return !okOld || !okNew || !old.DeletionTimestamp.Equal(cur.DeletionTimestamp) ||
 			!equality.Semantic.DeepEqual(old.Status, cur.Status)
 	}}
+}
+
+// templateChanged lets through what a pool does something about of its templates:
+// their deletion and a change of their spec (the generation). Not their creation, which
+// is the operator's own or, at a start, the cache's first list.
+func templateChanged() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // deletionPredicate lets an object's deletion through (it changes no generation).

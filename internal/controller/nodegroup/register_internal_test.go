@@ -73,3 +73,35 @@ func TestMachineChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateChanged: a template wakes its pool when it is deleted or its spec changes;
+// not when it is created (by the operator, or listed at a start), nor when only its
+// metadata changes.
+func TestTemplateChanged(t *testing.T) {
+	old := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "workers-0123456789",
+		Generation: 1, ResourceVersion: "10", Labels: map[string]string{"nodegroup.io/pool": "workers"}}}
+	change := func(f func(m *metav1.PartialObjectMetadata)) *metav1.PartialObjectMetadata {
+		m := old.DeepCopy()
+		m.ResourceVersion = "11"
+		f(m)
+		return m
+	}
+	p := templateChanged()
+	for _, tc := range []struct {
+		name string
+		new  *metav1.PartialObjectMetadata
+		want bool
+	}{
+		{"spec", change(func(m *metav1.PartialObjectMetadata) { m.Generation++ }), true},
+		{"labels", change(func(m *metav1.PartialObjectMetadata) {
+			m.Labels = map[string]string{"nodegroup.io/pool": "workers", "x": "y"}
+		}), false},
+	} {
+		if got := p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if p.Create(event.CreateEvent{Object: old}) || !p.Delete(event.DeleteEvent{Object: old}) {
+		t.Error("want a template's removal, and not its creation")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -32,6 +33,13 @@ const (
 	ReasonLocationNotAllowed = "LocationNotAllowed"
 	ReasonVersionAhead       = "VersionAheadOfControlPlane"
 	ReasonCredentialsFailed  = "CredentialsFailed"
+	// ReasonTemplateModified (TemplatesIntact False): someone else changed a current
+	// template; ReasonTemplatesIntact (True): the current templates are as created.
+	ReasonTemplateModified = "TemplateModified"
+	ReasonTemplatesIntact  = "TemplatesIntact"
+	// ReasonReplicasRestored is the event of replicas that someone else moved out of
+	// the pool's range, brought back into it.
+	ReasonReplicasRestored = "ReplicasRestored"
 	// ReasonNotChecked is the reason of a condition that has never been evaluated: it
 	// is Unknown until the step that decides it runs (an earlier step failed, or what it
 	// reports is not known yet).
@@ -359,6 +367,27 @@ func eventKind(c metav1.Condition, was *metav1.Condition) (string, bool) {
 // changed status: SetStatusCondition moves them only then.
 func statusEqual(a, b *v1.NodeGroupStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
+}
+
+// templates records whether the pool's current templates are as the operator created
+// them; modified names those someone else changed since ("TalosConfigTemplate
+// web-3ad66954a4"). A pool that never had a changed template does not carry the
+// condition at all, so it costs the others no status write.
+func (s *scope) templates(ng *v1.NodeGroup, modified []string) {
+	switch {
+	case len(modified) > 0:
+		it, its := "it", "its"
+		if len(modified) > 1 {
+			it, its = "them", "their"
+		}
+		s.set(v1.ConditionTemplatesIntact, metav1.ConditionFalse, ReasonTemplateModified, fmt.Sprintf(
+			"someone else changed %[1]s after the operator created %[2]s; templates are immutable, so the operator "+
+				"does not write %[2]s back: new machines of the pool are made from %[2]s as changed, until a change of "+
+				"the pool renders a template of a new name in %[3]s place", strings.Join(modified, " and "), it, its))
+	case meta.FindStatusCondition(ng.Status.Conditions, v1.ConditionTemplatesIntact) != nil:
+		s.set(v1.ConditionTemplatesIntact, metav1.ConditionTrue, ReasonTemplatesIntact,
+			"the pool's templates are as the operator created them")
+	}
 }
 
 // resolved records the conditions resolve passed as True, each naming what it found.
