@@ -5,16 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -52,7 +46,10 @@ func readyInMetrics(t *testing.T, ready int) {
 				lines = append(lines, strings.TrimSpace(l))
 			}
 		}
-		scraped := exposition(text)
+		scraped, err := metrics.Parse(text)
+		if err != nil {
+			return err
+		}
 		timings, err := metrics.Gather(scraped, metrics.Prefix+"pool_ready_seconds")
 		if err != nil {
 			return err
@@ -84,14 +81,4 @@ func readyInMetrics(t *testing.T, ready int) {
 	for _, l := range lines {
 		t.Log(l)
 	}
-}
-
-// exposition is a Gatherer of what a scrape returned, parsed as Prometheus parses the
-// text format, so the assertions read it through internal/metrics' Gather and Sum.
-func exposition(text string) prometheus.Gatherer {
-	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(text))
-		return slices.Collect(maps.Values(families)), err
-	})
 }

@@ -1,7 +1,14 @@
 package metrics
 
 import (
+	"maps"
+	"slices"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Sample is one series of a metric as a registry gathered it: its labels and its
@@ -9,6 +16,16 @@ import (
 type Sample struct {
 	Labels map[string]string
 	Value  float64
+	// Sum and Buckets are a histogram's: the sum of its observations and its
+	// cumulative buckets, by upper bound.
+	Sum     float64
+	Buckets []Bucket
+}
+
+// Bucket is a histogram's cumulative bucket: the observations at most UpperBound.
+type Bucket struct {
+	UpperBound float64
+	Count      float64
 }
 
 // Gather returns the series of the metric named name that g holds now, for tests.
@@ -33,7 +50,11 @@ func Gather(g prometheus.Gatherer, name string) ([]Sample, error) {
 			case m.Counter != nil:
 				s.Value = m.GetCounter().GetValue()
 			case m.Histogram != nil:
-				s.Value = float64(m.GetHistogram().GetSampleCount())
+				h := m.GetHistogram()
+				s.Value, s.Sum = float64(h.GetSampleCount()), h.GetSampleSum()
+				for _, b := range h.GetBucket() {
+					s.Buckets = append(s.Buckets, Bucket{UpperBound: b.GetUpperBound(), Count: float64(b.GetCumulativeCount())})
+				}
 			}
 			out = append(out, s)
 		}
@@ -54,4 +75,16 @@ next:
 		sum += s.Value
 	}
 	return sum
+}
+
+// Parse reads what a scrape returned, in the Prometheus text format, as Prometheus
+// parses it, into a Gatherer of those series for Gather.
+func Parse(text string) (prometheus.Gatherer, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
+	parsed := slices.Collect(maps.Values(families))
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return parsed, nil }), nil
 }
