@@ -64,17 +64,41 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 		return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 	}
 
-	dry := stamped(desired, sum, live.GetGeneration())
-	if err := a.patch(ctx, dry, true); err != nil {
-		return Unchanged, nil, fmt.Errorf("apply %s (dry run): %w", what, err)
+	for attempt := 1; ; attempt++ {
+		dry := stamped(desired, sum, live.GetGeneration())
+		if err := a.patch(ctx, dry, true); err != nil {
+			return Unchanged, nil, fmt.Errorf("apply %s (dry run): %w", what, err)
+		}
+		// The dry run answers for the object as the server holds it then, at the
+		// resourceVersion it returns. Someone else may have changed it since the live
+		// read (Cluster API its status, cluster-autoscaler its replicas): compared with
+		// the read, the dry run would differ in their fields, not ours, and the apply
+		// be sent for nothing. So it is compared only with a read of the same state.
+		if dry.GetResourceVersion() != live.GetResourceVersion() && attempt < maxDryRuns {
+			if live, err = a.get(ctx, desired); err != nil {
+				return Unchanged, nil, fmt.Errorf("apply %s: reading the live object again: %w", what, err)
+			}
+			if live == nil {
+				return a.send(ctx, key, desired, sum, 1, Created)
+			}
+			if err := checkOurs(live, owner); err != nil {
+				return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
+			}
+			continue
+		}
+		if sameObject(dry, live) {
+			a.count(func(s *Stats) { s.Skipped++ })
+			a.confirm(key, live, sum)
+			return Unchanged, nil, nil
+		}
+		return a.send(ctx, key, desired, sum, dry.GetGeneration(), Updated)
 	}
-	if sameObject(dry, live) {
-		a.count(func(s *Stats) { s.Skipped++ })
-		a.confirm(key, live, sum)
-		return Unchanged, nil, nil
-	}
-	return a.send(ctx, key, desired, sum, dry.GetGeneration(), Updated)
 }
+
+// maxDryRuns bounds the dry runs of one apply of an object that others keep changing;
+// after the last the comparison is made all the same, and at worst sends an apply that
+// changes nothing of ours.
+const maxDryRuns = 3
 
 // send applies desired, stamped with the generation it is to leave the object at.
 func (a *Applier) send(ctx context.Context, key objectKey, desired *unstructured.Unstructured, sum digests, generation int64, result Result) (Result, *unstructured.Unstructured, error) {
