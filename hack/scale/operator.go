@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
+	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 )
 
 // operator is the operator binary, run as the chart's Deployment runs it
@@ -76,10 +76,15 @@ func (o *operator) usage() Usage {
 
 // controllerMetrics are a controller's figures from the operator's metrics.
 type controllerMetrics struct {
-	// reconciles is controller_runtime_reconcile_total, all results summed.
-	reconciles float64
+	// reconciles and errors are controller_runtime_reconcile_total (all results summed)
+	// and controller_runtime_reconcile_errors_total.
+	reconciles, errors float64
 	// queued and active are workqueue_depth and controller_runtime_active_workers.
 	queued, active float64
+	// adds and retries are workqueue_adds_total and workqueue_retries_total.
+	adds, retries float64
+	// latency is workqueue_queue_duration_seconds: how long items waited in the queue.
+	latency metrics.Sample
 	// pools is nodegroup_operator_pools, all states summed: the pools the operator's
 	// cache holds, whatever the controller.
 	pools float64
@@ -88,38 +93,48 @@ type controllerMetrics struct {
 // idle: the controller has nothing queued and nothing running.
 func (m controllerMetrics) idle() bool { return m.queued == 0 && m.active == 0 }
 
-// metricsOf reads a controller's figures from the operator's metrics endpoint.
+// metricsOf reads a controller's figures from the operator's metrics endpoint, parsed
+// as Prometheus parses a scrape.
 func (o *operator) metricsOf(ctx context.Context, controller string) (controllerMetrics, error) {
 	var m controllerMetrics
 	text, err := o.cmd.ScrapeMetrics(ctx, o.token)
 	if err != nil {
 		return m, err
 	}
-	series := []struct {
-		prefix string
+	scraped, err := metrics.Parse(text)
+	if err != nil {
+		return m, err
+	}
+	ofController := map[string]string{"controller": controller}
+	for _, x := range []struct {
+		name   string
+		labels map[string]string
 		into   *float64
 	}{
-		{`controller_runtime_reconcile_total{controller="` + controller + `",`, &m.reconciles},
-		{`workqueue_depth{controller="` + controller + `",`, &m.queued},
-		{`controller_runtime_active_workers{controller="` + controller + `"}`, &m.active},
-		{`nodegroup_operator_pools{`, &m.pools},
+		{"controller_runtime_reconcile_total", ofController, &m.reconciles},
+		{"controller_runtime_reconcile_errors_total", ofController, &m.errors},
+		{"workqueue_depth", ofController, &m.queued},
+		{"controller_runtime_active_workers", ofController, &m.active},
+		{"workqueue_adds_total", ofController, &m.adds},
+		{"workqueue_retries_total", ofController, &m.retries},
+		{metrics.Prefix + "pools", nil, &m.pools},
+	} {
+		samples, err := metrics.Gather(scraped, x.name)
+		if err != nil {
+			return m, err
+		}
+		*x.into = metrics.Sum(samples, x.labels)
 	}
-	s := bufio.NewScanner(strings.NewReader(text))
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		for _, x := range series {
-			if !strings.HasPrefix(line, x.prefix) {
-				continue
-			}
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				return m, fmt.Errorf("metrics line %q: %w", line, err)
-			}
-			*x.into += v
+	latency, err := metrics.Gather(scraped, "workqueue_queue_duration_seconds")
+	if err != nil {
+		return m, err
+	}
+	for _, s := range latency {
+		if s.Labels["controller"] == controller {
+			m.latency = s
 		}
 	}
-	return m, s.Err()
+	return m, nil
 }
 
 // reconciles is the controller's reconcile count so far.
@@ -215,9 +230,9 @@ func cpuSeconds(pid int) float64 {
 }
 
 // rss is a process's resident memory in MiB, from /proc/<pid>/status: at its peak
-// (VmHWM), and now split into anonymous memory (the Go heap and stacks) and file-backed
-// pages (the binary's code and data).
-type rss struct{ peak, anon, file float64 }
+// (VmHWM), now (VmRSS), and now split into anonymous memory (the Go heap and stacks)
+// and file-backed pages (the binary's code and data).
+type rss struct{ peak, now, anon, file float64 }
 
 func memory(pid int) rss {
 	var m rss
@@ -237,6 +252,8 @@ func memory(pid int) rss {
 		switch k {
 		case "VmHWM":
 			m.peak = kb / 1024
+		case "VmRSS":
+			m.now = kb / 1024
 		case "RssAnon":
 			m.anon = kb / 1024
 		case "RssFile":
