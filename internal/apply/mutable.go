@@ -69,11 +69,16 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 		if err := a.patch(ctx, dry, true); err != nil {
 			return Unchanged, nil, fmt.Errorf("apply %s (dry run): %w", what, err)
 		}
+		if sameObject(dry, live) {
+			a.count(func(s *Stats) { s.Skipped++ })
+			a.confirm(key, live, sum)
+			return Unchanged, nil, nil
+		}
 		// The dry run answers for the object as the server holds it then, at the
 		// resourceVersion it returns. Someone else may have changed it since the live
-		// read (Cluster API its status, cluster-autoscaler its replicas): compared with
-		// the read, the dry run would differ in their fields, not ours, and the apply
-		// be sent for nothing. So it is compared only with a read of the same state.
+		// read (cluster-autoscaler its replicas): the dry run then differs from the read
+		// in their fields, not ours, and the apply would be sent for nothing. So a
+		// difference counts only against a read of the same state.
 		if dry.GetResourceVersion() != live.GetResourceVersion() && attempt < maxDryRuns {
 			if live, err = a.get(ctx, desired); err != nil {
 				return Unchanged, nil, fmt.Errorf("apply %s: reading the live object again: %w", what, err)
@@ -85,11 +90,6 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 				return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 			}
 			continue
-		}
-		if sameObject(dry, live) {
-			a.count(func(s *Stats) { s.Skipped++ })
-			a.confirm(key, live, sum)
-			return Unchanged, nil, nil
 		}
 		return a.send(ctx, key, desired, sum, dry.GetGeneration(), Updated)
 	}
@@ -210,10 +210,13 @@ func (a *Applier) patch(ctx context.Context, obj *unstructured.Unstructured, dry
 
 // sameObject reports whether a dry-run result equals the live object, apart from what
 // every apply changes: managedFields timestamps, and resourceVersion and generation,
-// which a no-op apply leaves alone anyway.
+// which a no-op apply leaves alone anyway; and apart from the status, which an apply
+// never changes: every mutable kind has a status subresource, and Cluster API writes
+// it while the operator reads and dry-runs.
 func sameObject(dry, live *unstructured.Unstructured) bool {
 	strip := func(u *unstructured.Unstructured) map[string]any {
 		c := u.DeepCopy().Object
+		delete(c, "status")
 		for _, f := range []string{"managedFields", "resourceVersion", "generation"} {
 			unstructured.RemoveNestedField(c, "metadata", f)
 		}
