@@ -319,14 +319,16 @@ func (r *racingReader) Get(ctx context.Context, key client.ObjectKey, obj client
 
 // TestCachedChangesOfOthersDuringTheDryRunAreNoReasonToWrite: after a scale the
 // Applier reads the MachineDeployment and dry-runs its body; Cluster API writing its
-// status, or cluster-autoscaler scaling it again, between the two is a change of
-// someone else's fields, not of ours, and must not make the operator write.
+// status, cluster-autoscaler scaling it again, or another field manager labelling it,
+// between the two is a change of someone else's fields, not of ours, and must not make
+// the operator write.
 func TestCachedChangesOfOthersDuringTheDryRunAreNoReasonToWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name, manager, subresource, patch string
 	}{
 		{"status", "capi-controller-manager", "status", `{"status":{"replicas":3,"readyReplicas":1}}`},
 		{"scale", "cluster-autoscaler", "", `{"spec":{"replicas":4}}`},
+		{"label", "platform-inventory", "", `{"metadata":{"labels":{"inventory.example.com/owner":"platform"}}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newCachedFixture(t)

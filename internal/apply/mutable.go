@@ -69,7 +69,7 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 		if err := a.patch(ctx, dry, true); err != nil {
 			return Unchanged, nil, fmt.Errorf("apply %s (dry run): %w", what, err)
 		}
-		if sameObject(dry, live) {
+		if sameObject(dry, live, desired) {
 			a.count(func(s *Stats) { s.Skipped++ })
 			a.confirm(key, live, sum)
 			return Unchanged, nil, nil
@@ -208,15 +208,20 @@ func (a *Applier) patch(ctx context.Context, obj *unstructured.Unstructured, dry
 	return a.client.Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body), opts...)
 }
 
-// sameObject reports whether a dry-run result equals the live object, apart from what
-// every apply changes: managedFields timestamps, and resourceVersion and generation,
-// which a no-op apply leaves alone anyway; and apart from the status, which an apply
-// never changes: every mutable kind has a status subresource, and Cluster API writes
-// it while the operator reads and dry-runs.
-func sameObject(dry, live *unstructured.Unstructured) bool {
+// sameObject reports whether a dry-run result of desired equals the live object, apart
+// from what every apply changes: managedFields timestamps, and resourceVersion and
+// generation, which a no-op apply leaves alone anyway; and apart from what an apply of
+// desired cannot change, which others change while the operator reads and dry-runs:
+// the status (every mutable kind has a status subresource; Cluster API writes it), and
+// spec.replicas when desired does not send it (cluster-autoscaler owns it then).
+func sameObject(dry, live, desired *unstructured.Unstructured) bool {
+	_, replicas, _ := unstructured.NestedFieldNoCopy(desired.Object, "spec", "replicas")
 	strip := func(u *unstructured.Unstructured) map[string]any {
 		c := u.DeepCopy().Object
 		delete(c, "status")
+		if !replicas {
+			unstructured.RemoveNestedField(c, "spec", "replicas")
+		}
 		for _, f := range []string{"managedFields", "resourceVersion", "generation"} {
 			unstructured.RemoveNestedField(c, "metadata", f)
 		}
