@@ -72,7 +72,7 @@ demo: ## A local control plane, the operator, the example pools and what it made
 .PHONY: bench
 bench: ## Benchmarks of one pool's whole reconcile (first, steady) and the scale benchmark at 1,000 pools (SCALE_ARGS=); results in results/.
 	$(GO) test -run '^$$' -bench Reconcile -benchmem -count 5 ./internal/controller/nodegroup/
-	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/scale -namespaces 200 -pools 5 -steady 1m -resyncs 3 $(SCALE_ARGS)
+	@KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) run ./hack/scale -namespaces 200 -pools 5 -steady 1m -resyncs 3 -churn 1m $(SCALE_ARGS)
 
 .PHONY: bench-full
 bench-full: ## The scale benchmark at 5,000 pools with a 5-minute steady state (SCALE_ARGS=); results in results/.

@@ -29,6 +29,9 @@ type auditEvent struct {
 		Name        string `json:"name"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
@@ -60,6 +63,17 @@ func (e *auditEvent) write() bool {
 	}
 	return false
 }
+
+// code is the response's HTTP status code; 0 when the event has none.
+func (e *auditEvent) code() int {
+	if e.ResponseStatus == nil {
+		return 0
+	}
+	return e.ResponseStatus.Code
+}
+
+// stored: a write the API server accepted.
+func (e *auditEvent) stored() bool { return e.write() && e.code() >= 200 && e.code() < 300 }
 
 // leaderElection: a write of the leader election, the lease or the event announcing a
 // new leader, which are not the operator's work on pools.
@@ -135,14 +149,15 @@ func (t *auditTail) lastOperatorWrite() (time.Time, error) {
 }
 
 // analyse reads the whole audit log once and counts, per phase, the requests of the
-// operator by verb and its writes, the bare client's requests, and which pools the
-// change wave's writes reached. A write of the operator outside every phase (leader
+// operator by verb and its writes, the bare client's requests, which pools the change
+// wave's writes reached, and during the churn what the operator wrote against the
+// changes its clients made, pool by pool. A write of the operator outside every phase (leader
 // election aside) is an anomaly: no phase would count it.
 func (h *harness) analyse(context.Context) error {
 	phases := map[string]*Phase{
 		phaseBare: &h.res.Bare, phaseBareAgain: &h.res.BareAgain, phaseCold: &h.res.Cold, phaseColdTail: &h.res.ColdTail,
 		phaseSteady: &h.res.Steady, phaseWave: &h.res.Wave.Phase, phaseWaveTail: &h.res.WaveTail,
-		phaseRestart: &h.res.Restart,
+		phaseRestart: &h.res.Restart, phaseChurn: &h.res.Churn.Phase, phaseChurnTail: &h.res.Churn.Phase,
 	}
 	for _, p := range phases {
 		p.Requests = map[string]int{}
@@ -171,6 +186,7 @@ func (h *harness) analyse(context.Context) error {
 		}
 		p := phases[w.name]
 		bare := w.name == phaseBare || w.name == phaseBareAgain
+		churn := w.name == phaseChurn || w.name == phaseChurnTail
 		switch {
 		case bare && e.User.Username == bareUser:
 			p.Requests[e.verb()]++
@@ -191,6 +207,9 @@ func (h *harness) analyse(context.Context) error {
 				if w.name == phaseWave || w.name == phaseWaveTail {
 					h.attribute(e)
 				}
+				if churn {
+					h.countChurnWrite(e)
+				}
 			}
 		case !bare && e.User.Username == tenantUser:
 			p.TenantRequests++
@@ -199,8 +218,15 @@ func (h *harness) analyse(context.Context) error {
 			}
 		case !bare && e.User.Username == bareUser:
 			h.res.Anomalies = append(h.res.Anomalies, fmt.Sprintf("the bare client sent %s %s outside its phase", e.Verb, e.RequestURI))
+		case e.User.Username == autoscalerUser || e.User.Username == capiUser:
+			if churn {
+				h.countChurnChange(e)
+			} else {
+				h.res.Anomalies = append(h.res.Anomalies, fmt.Sprintf("%s sent %s %s outside the churn", e.User.Username, e.Verb, e.RequestURI))
+			}
 		}
 	})
+	h.judgeChurn()
 	if outside > 0 {
 		h.res.Anomalies = append(h.res.Anomalies, fmt.Sprintf("the operator sent %d writes outside every measured phase, e.g. %v", outside, outsideSample))
 	}

@@ -37,6 +37,12 @@ type Config struct {
 	Resyncs int
 	// WaveFraction of the pools is changed in the change wave.
 	WaveFraction float64
+	// Churn is how long, after the steady state, an autoscaler-like client scales
+	// ChurnFraction of the autoscaled pools, each every ChurnInterval, while Cluster
+	// API-like status follows on their MachineDeployments; 0 runs no churn.
+	Churn         time.Duration
+	ChurnFraction float64
+	ChurnInterval time.Duration
 	// Timeout bounds each wait for a convergence.
 	Timeout time.Duration
 	// Quiet is how long the operator must send no write before a phase counts as over.
@@ -68,6 +74,12 @@ func (c *Config) defaults() {
 	if c.WaveFraction <= 0 || c.WaveFraction > 1 {
 		c.WaveFraction = 0.1
 	}
+	if c.ChurnFraction <= 0 || c.ChurnFraction > 1 {
+		c.ChurnFraction = 0.1
+	}
+	if c.ChurnInterval <= 0 {
+		c.ChurnInterval = 3 * time.Second
+	}
 	if c.Timeout <= 0 {
 		c.Timeout = time.Hour
 	}
@@ -89,6 +101,10 @@ type harness struct {
 	// admin reads and prepares, as the control plane's admin, without a client-side
 	// rate limit; bare is the bare client, a ServiceAccount like the operator.
 	admin, bare client.Client
+	// autoscaler and capi are the churn's clients (churnClients).
+	autoscaler, capi client.Client
+	// churnCounts are, per pool, the churn's changes and the operator's status writes.
+	churnCounts map[*pool]*churnCount
 	auditPath   string
 	tail        *auditTail
 	// apiserver and etcd are the control plane's process IDs, for their CPU seconds.
@@ -144,10 +160,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Concurrency:       cfg.Concurrency,
 	}
 	defer h.close()
-	steps := []struct {
+	type step struct {
 		name string
 		run  func(context.Context) error
-	}{
+	}
+	steps := []step{
 		{"building the operator", h.build},
 		{"starting etcd and kube-apiserver with an audit log", h.startControlPlane},
 		{"installing the chart (its webhook configuration at the cold start); identities of the operator, a metrics scraper and the bare client", h.identities},
@@ -157,10 +174,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{fmt.Sprintf("change wave: %.0f%% of the pools", cfg.WaveFraction*100), h.runWave},
 		{"operator restart: until every pool is reconciled", h.runRestart},
 		{fmt.Sprintf("steady state: %s, %d full resyncs", cfg.Steady, cfg.Resyncs), h.runSteady},
+	}
+	if cfg.Churn > 0 {
+		steps = append(steps, step{fmt.Sprintf("churn: %s, %.0f%% of the autoscaled pools scaled every %s", cfg.Churn, cfg.ChurnFraction*100, cfg.ChurnInterval), h.runChurn})
+	}
+	steps = append(steps, []step{
 		{"stopping the operator", h.stopOperator},
 		{"bare client again, after the operator's phases", h.runBareAgain},
 		{"counting requests in the audit log", h.analyse},
-	}
+	}...)
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return h.res, err
@@ -343,8 +365,13 @@ func (h *harness) identities(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.tenantKubeconfig, err = localrun.Kubeconfig(tenantCfg)
-	return err
+	if h.tenantKubeconfig, err = localrun.Kubeconfig(tenantCfg); err != nil {
+		return err
+	}
+	if h.cfg.Churn > 0 {
+		return h.churnClients(ctx)
+	}
+	return nil
 }
 
 // profileWindow is how long a CPU profile of a phase's start runs: the same for the

@@ -15,12 +15,20 @@
 //   - a change wave: a field that changes both templates is bumped on a fraction of the
 //     pools; the time until their new templates are in place, and the writes that
 //     reached pools that were not bumped;
+//   - churn: after the steady state, an autoscaler-like client sets the replicas of a
+//     fraction of the autoscaled pools through their MachineDeployments' scale
+//     subresource every few seconds, within each pool's range, while a Cluster API-like
+//     writer reports their machines in the MachineDeployments' status; the operator's
+//     writes by kind (no template or MachineDeployment write, at most one status write
+//     per pool per change), its work queue's depth and latency (its metrics), and its
+//     resident memory against the steady state's;
 //   - the operator's peak RSS and CPU seconds, and its API requests by verb per phase.
 //
 // Absolute times on a shared machine are noisy; the ratio of cold convergence to the
 // bare client's time, measured minutes apart on the same control plane, is the figure.
 //
-// Usage: go run ./hack/scale [-namespaces 1000] [-pools 5] [-steady 5m] [-resyncs 5] [-out results]
+// Usage: go run ./hack/scale [-namespaces 1000] [-pools 5] [-steady 5m] [-resyncs 5]
+// [-churn 5m] [-churn-fraction 0.1] [-churn-interval 3s] [-out results]
 package main
 
 import (
@@ -42,6 +50,9 @@ func main() {
 	flag.DurationVar(&cfg.Steady, "steady", 5*time.Minute, "steady-state window")
 	flag.IntVar(&cfg.Resyncs, "resyncs", 5, "full resyncs in the steady-state window (the operator's --sync-period is the window divided by this)")
 	flag.Float64Var(&cfg.WaveFraction, "wave", 0.1, "fraction of the pools the change wave bumps")
+	flag.DurationVar(&cfg.Churn, "churn", 5*time.Minute, "churn after the steady state: an autoscaler-like client scales pools while Cluster API-like status follows (0: no churn)")
+	flag.Float64Var(&cfg.ChurnFraction, "churn-fraction", 0.1, "fraction of the autoscaled pools the churn scales")
+	flag.DurationVar(&cfg.ChurnInterval, "churn-interval", 3*time.Second, "how often the churn scales each of its pools")
 	flag.DurationVar(&cfg.Timeout, "timeout", time.Hour, "longest wait for a convergence")
 	out := flag.String("out", "results", "folder of the results (text and JSON)")
 	profile := flag.Bool("pprof", false, "save pprof profiles into the results folder: CPU profiles of the API server (bare, cold, restart, bare-again) and the operator (cold, restart), heap profiles of the operator (cold, steady)")

@@ -76,10 +76,15 @@ func (o *operator) usage() Usage {
 
 // controllerMetrics are a controller's figures from the operator's metrics.
 type controllerMetrics struct {
-	// reconciles is controller_runtime_reconcile_total, all results summed.
-	reconciles float64
+	// reconciles and errors are controller_runtime_reconcile_total (all results summed)
+	// and controller_runtime_reconcile_errors_total.
+	reconciles, errors float64
 	// queued and active are workqueue_depth and controller_runtime_active_workers.
 	queued, active float64
+	// adds and retries are workqueue_adds_total and workqueue_retries_total.
+	adds, retries float64
+	// latency is workqueue_queue_duration_seconds: how long items waited in the queue.
+	latency metrics.Sample
 	// pools is nodegroup_operator_pools, all states summed: the pools the operator's
 	// cache holds, whatever the controller.
 	pools float64
@@ -88,7 +93,8 @@ type controllerMetrics struct {
 // idle: the controller has nothing queued and nothing running.
 func (m controllerMetrics) idle() bool { return m.queued == 0 && m.active == 0 }
 
-// metricsOf reads a controller's figures from the operator's metrics endpoint.
+// metricsOf reads a controller's figures from the operator's metrics endpoint, parsed
+// as Prometheus parses a scrape.
 func (o *operator) metricsOf(ctx context.Context, controller string) (controllerMetrics, error) {
 	text, err := o.cmd.ScrapeMetrics(ctx, o.token)
 	if err != nil {
@@ -107,20 +113,32 @@ func controllerMetricsOf(text, controller string) (controllerMetrics, error) {
 	}
 	ofController := map[string]string{"controller": controller}
 	for _, x := range []struct {
-		name string
-		want map[string]string
-		into *float64
+		name   string
+		labels map[string]string
+		into   *float64
 	}{
 		{"controller_runtime_reconcile_total", ofController, &m.reconciles},
+		{"controller_runtime_reconcile_errors_total", ofController, &m.errors},
 		{"workqueue_depth", ofController, &m.queued},
 		{"controller_runtime_active_workers", ofController, &m.active},
+		{"workqueue_adds_total", ofController, &m.adds},
+		{"workqueue_retries_total", ofController, &m.retries},
 		{metrics.Prefix + "pools", nil, &m.pools},
 	} {
 		samples, err := metrics.Gather(scraped, x.name)
 		if err != nil {
 			return m, err
 		}
-		*x.into = metrics.Sum(samples, x.want)
+		*x.into = metrics.Sum(samples, x.labels)
+	}
+	latency, err := metrics.Gather(scraped, "workqueue_queue_duration_seconds")
+	if err != nil {
+		return m, err
+	}
+	for _, s := range latency {
+		if s.Labels["controller"] == controller {
+			m.latency = s
+		}
 	}
 	return m, nil
 }
@@ -218,9 +236,9 @@ func cpuSeconds(pid int) float64 {
 }
 
 // rss is a process's resident memory in MiB, from /proc/<pid>/status: at its peak
-// (VmHWM), and now split into anonymous memory (the Go heap and stacks) and file-backed
-// pages (the binary's code and data).
-type rss struct{ peak, anon, file float64 }
+// (VmHWM), now (VmRSS), and now split into anonymous memory (the Go heap and stacks)
+// and file-backed pages (the binary's code and data).
+type rss struct{ peak, now, anon, file float64 }
 
 func memory(pid int) rss {
 	var m rss
@@ -240,6 +258,8 @@ func memory(pid int) rss {
 		switch k {
 		case "VmHWM":
 			m.peak = kb / 1024
+		case "VmRSS":
+			m.now = kb / 1024
 		case "RssAnon":
 			m.anon = kb / 1024
 		case "RssFile":

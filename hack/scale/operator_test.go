@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 // scrape is a part of the operator's metrics as its endpoint serves them: two
 // controllers' series, a histogram, and the pools gauge by class, location, OS and state.
@@ -37,7 +40,7 @@ func TestControllerMetricsOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (controllerMetrics{reconciles: 120, queued: 5, active: 3, pools: 7}); got != want {
+	if want := (controllerMetrics{reconciles: 120, queued: 5, active: 3, pools: 7}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("nodegroup: %+v, want %+v", got, want)
 	}
 	if got.idle() {
@@ -47,7 +50,7 @@ func TestControllerMetricsOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (controllerMetrics{reconciles: 40, queued: 7, active: 1, pools: 7}); other != want {
+	if want := (controllerMetrics{reconciles: 40, queued: 7, active: 1, pools: 7}); !reflect.DeepEqual(other, want) {
 		t.Fatalf("controlplanedns: %+v, want %+v", other, want)
 	}
 	if _, err := controllerMetricsOf("workqueue_depth{controller=\"nodegroup\" 5\n", "nodegroup"); err == nil {

@@ -226,7 +226,8 @@ func (h *harness) runRestart(ctx context.Context) error {
 }
 
 // runSteady counts, over the steady-state window, the reconciles the operator ran (its
-// metrics) and, later from the audit log, the writes it sent.
+// metrics) and, later from the audit log, the writes it sent; it samples the operator's
+// resident memory, which the churn's is compared with.
 func (h *harness) runSteady(ctx context.Context) error {
 	r0, err := h.op.reconciles(ctx, "nodegroup")
 	if err != nil {
@@ -234,12 +235,16 @@ func (h *harness) runSteady(ctx context.Context) error {
 	}
 	before := h.cpuNow()
 	start := time.Now()
+	rss := startSampler(ctx, time.Second, h.rssNow)
 	select {
 	case <-time.After(h.cfg.Steady):
 	case <-ctx.Done():
+		rss.stop()
 		return ctx.Err()
 	}
 	end := time.Now()
+	sampled := rss.stop()
+	h.res.Steady.RSSMiB = &sampled
 	if err := h.op.Alive(); err != nil {
 		return err
 	}

@@ -57,6 +57,8 @@ type Result struct {
 	// Restart is the operator restarted with everything in place, until it has
 	// reconciled every pool.
 	Restart Phase `json:"restart"`
+	// Churn follows the steady state, when asked for.
+	Churn Churn `json:"churn"`
 
 	// AtConvergence is the cold-start operator's memory when every pool is rendered.
 	AtConvergence Usage `json:"atConvergence"`
@@ -90,6 +92,66 @@ type Phase struct {
 	TenantWrites   int `json:"tenantWrites"`
 	// Reconciles of the nodegroup controller in the window (the operator's metrics).
 	Reconciles int `json:"reconciles,omitempty"`
+	// RSSMiB is the operator's resident memory (VmRSS) sampled every second, in the
+	// steady state and the churn.
+	RSSMiB *Sampled `json:"rssMiB,omitempty"`
+}
+
+// Sampled is a gauge sampled over a window: its largest and mean value.
+type Sampled struct {
+	Max     float64 `json:"max"`
+	Mean    float64 `json:"mean"`
+	Samples int     `json:"samples"`
+}
+
+// Churn is the churn phase: an autoscaler-like client scales pools through their
+// MachineDeployments' scale subresource while a Cluster API-like writer follows with
+// their status; the phase lasts until the operator is quiet after the last change.
+type Churn struct {
+	Phase
+	Pools           int     `json:"pools"`
+	IntervalSeconds float64 `json:"intervalSeconds"`
+	// Scales and StatusUpdates are the clients' stored writes to the pools'
+	// MachineDeployments, as the audit log records them; Changes their sum, the changes
+	// the operator observes.
+	Scales        int `json:"scales"`
+	StatusUpdates int `json:"statusUpdates"`
+	Changes       int `json:"changes"`
+	// OperatorWrites are the operator's writes by verb, resource and subresource (and
+	// the response code when it was refused).
+	OperatorWrites map[string]int `json:"operatorWrites,omitempty"`
+	// TemplateWrites, MachineDeploymentWrites (its spec, metadata or scale) and
+	// PoolWrites (a NodeGroup, not its status) must be 0.
+	TemplateWrites          int `json:"templateWrites"`
+	MachineDeploymentWrites int `json:"machineDeploymentWrites"`
+	PoolWrites              int `json:"poolWrites"`
+	// StatusWrites are the NodeGroup status writes stored; StatusConflicts those refused
+	// for a stale resourceVersion.
+	StatusWrites    int `json:"statusWrites"`
+	StatusConflicts int `json:"statusConflicts"`
+	// MaxWritesPerChange is the largest ratio of a pool's status writes to its changes;
+	// PoolsOverBound the pools with more writes than changes.
+	MaxWritesPerChange   float64  `json:"maxStatusWritesPerChange"`
+	PoolsOverBound       int      `json:"poolsOverBound"`
+	PoolsOverBoundSample []string `json:"poolsOverBoundSample,omitempty"`
+	Queue                Queue    `json:"queue"`
+	// DrainSeconds is how long after the last change the queue was empty and idle.
+	DrainSeconds float64 `json:"drainSeconds"`
+}
+
+// Queue is the nodegroup controller's work queue over the churn, from the operator's
+// metrics (controller-runtime's workqueue_* series).
+type Queue struct {
+	// Depth is workqueue_depth, sampled every second.
+	Depth   Sampled `json:"depth"`
+	Adds    int     `json:"adds"`
+	Retries int     `json:"retries"`
+	Errors  int     `json:"reconcileErrors"`
+	// LatencyMeanSeconds is how long items waited in the queue on average
+	// (workqueue_queue_duration_seconds); LatencyP99Seconds the upper bound of the
+	// histogram bucket that holds the 99th percentile (the buckets are powers of ten).
+	LatencyMeanSeconds float64 `json:"latencyMeanSeconds"`
+	LatencyP99Seconds  float64 `json:"latencyP99Seconds"`
 }
 
 // Usage is an operator process's peak resident memory (VmHWM) and CPU seconds, and
@@ -152,6 +214,7 @@ func (r *Result) Problems() []string {
 	if r.Wave.TemplatesWrong > 0 {
 		p = append(p, fmt.Sprintf("%d pools do not have exactly the templates their status names, e.g. %v", r.Wave.TemplatesWrong, r.Wave.TemplatesWrongSample))
 	}
+	p = append(p, r.churnProblems()...)
 	return append(p, r.Anomalies...)
 }
 
@@ -179,6 +242,23 @@ func (r *Result) Table() string {
 	fmt.Fprintf(w, "   restart: every pool reconciled\t%.1f s, %d writes\t0 writes %s\n", r.Restart.Seconds, r.Restart.Writes, verdict(r.Restart.Writes == 0, 0))
 	fmt.Fprintf(w, "d. change wave: %d pools with new templates\t%.1f s\t\n", r.Wave.Pools, r.Wave.Seconds)
 	fmt.Fprintf(w, "   writes to changed / untouched pools\t%d / %d\tuntouched 0 %s\n", r.Wave.WritesChanged, r.Wave.WritesUntouched, verdict(r.Wave.WritesUntouched == 0, 0))
+	if c := &r.Churn; c.Pools > 0 {
+		fmt.Fprintf(w, "churn: %d pools scaled every %.0f s, %.0f s until quiet\t%d scales, %d status updates\t\n", c.Pools, c.IntervalSeconds,
+			c.Seconds, c.Scales, c.StatusUpdates)
+		fmt.Fprintf(w, "   template / MachineDeployment / NodeGroup spec writes\t%d / %d / %d\t0 %s\n", c.TemplateWrites, c.MachineDeploymentWrites, c.PoolWrites,
+			verdict(c.TemplateWrites+c.MachineDeploymentWrites+c.PoolWrites == 0, 0))
+		fmt.Fprintf(w, "   status writes / changes observed (conflicts)\t%d / %d (%d), at most %.2f per change of a pool\t<= 1 per change %s\n",
+			c.StatusWrites, c.Changes, c.StatusConflicts, c.MaxWritesPerChange, verdict(c.PoolsOverBound == 0, 0))
+		fmt.Fprintf(w, "   work queue: depth max / mean; adds, retries, errors\t%.0f / %.1f; %d, %d, %d\t\n", c.Queue.Depth.Max, c.Queue.Depth.Mean,
+			c.Queue.Adds, c.Queue.Retries, c.Queue.Errors)
+		fmt.Fprintf(w, "   queue latency mean / p99 bucket; drained after\t%.4f / <= %g s; %.1f s\t<= %.0f s %s\n", c.Queue.LatencyMeanSeconds,
+			c.Queue.LatencyP99Seconds, c.DrainSeconds, c.IntervalSeconds, verdict(c.noBacklog(), 0))
+		if s := r.Steady.RSSMiB; s != nil && c.RSSMiB != nil {
+			growth := c.rssGrowth(s)
+			fmt.Fprintf(w, "   RSS peak: churn / steady state\t%.0f / %.0f MiB (%+.0f%%)\t<= +%.0f%% %s\n", c.RSSMiB.Max, s.Max, growth*100,
+				rssTolerance*100, verdict(growth <= rssTolerance, (1+growth)/(1+rssTolerance)-1))
+		}
+	}
 	fmt.Fprintf(w, "e. operator peak RSS\t%.0f MiB\t<= %d MiB %s\n", r.PeakRSSMiB, targetPeakRSSMiB, verdict(r.PeakRSSMiB <= targetPeakRSSMiB, r.PeakRSSMiB/targetPeakRSSMiB-1))
 	fmt.Fprintf(w, "   peak RSS: cold start and wave / restart and steady\t%.0f / %.0f MiB\t\n", r.ColdRun.PeakRSSMiB, r.SteadyRun.PeakRSSMiB)
 	fmt.Fprintf(w, "   RSS at convergence: heap and stacks / binary\t%.0f / %.0f MiB\t\n", r.AtConvergence.RSSAnonMiB, r.AtConvergence.RSSFileMiB)
@@ -194,8 +274,11 @@ func (r *Result) Table() string {
 	}{
 		{"bare client", &r.Bare}, {"cold", &r.Cold}, {"cold, until quiet", &r.ColdTail},
 		{"wave", &r.Wave.Phase}, {"wave, until quiet", &r.WaveTail},
-		{"restart", &r.Restart}, {"steady", &r.Steady}, {"bare client again", &r.BareAgain},
+		{"restart", &r.Restart}, {"steady", &r.Steady}, {"churn, until quiet", &r.Churn.Phase}, {"bare client again", &r.BareAgain},
 	} {
+		if ph.p == &r.Churn.Phase && r.Churn.Pools == 0 {
+			continue
+		}
 		fmt.Fprintf(w, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\n", ph.name, ph.p.Seconds, ph.p.CPU.Operator, ph.p.CPU.APIServer, ph.p.CPU.Etcd,
 			ph.p.Writes, ph.p.EventWrites, rates(ph.p))
 	}

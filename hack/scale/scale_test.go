@@ -11,14 +11,16 @@ import (
 // size: every pool rendered with its objects, as many and as large as the bare
 // client's; no write in the steady state or after a restart, with every pool
 // reconciled meanwhile; a change wave that writes only to the pools it changed and
-// leaves each pool exactly its current templates. The times are logged, not judged:
-// they depend on the machine.
+// leaves each pool exactly its current templates; a churn of scales and Cluster API
+// status that the operator follows with status writes only, at most one per change.
+// The times are logged, not judged: they depend on the machine.
 func TestReducedScale(t *testing.T) {
 	const namespaces, perNamespace = 40, 5
 	pools := namespaces * perNamespace
 	res, err := Run(t.Context(), Config{
 		Namespaces: namespaces, PoolsPerNamespace: perNamespace,
 		Steady: 10 * time.Second, Resyncs: 2, WaveFraction: 0.1,
+		Churn: 12 * time.Second, ChurnFraction: 0.1, ChurnInterval: 3 * time.Second,
 		Quiet: 3 * time.Second, Timeout: 3 * time.Minute,
 		Work: t.TempDir(), Log: testLog{t},
 	})
@@ -63,6 +65,13 @@ func TestReducedScale(t *testing.T) {
 	if w := res.Wave; w.Pools != pools/10 || w.WritesUntouched != 0 || w.WritesOther != 0 || w.WritesChanged < 6*w.Pools || w.TemplatesWrong != 0 {
 		t.Errorf("change wave: %d pools, writes %d to them, %d to others, %d to no pool; %d pools with wrong templates",
 			w.Pools, w.WritesChanged, w.WritesUntouched, w.WritesOther, w.TemplatesWrong)
+	}
+	// Every pool is autoscaled: a tenth of them is scaled 4 times, and Cluster API
+	// reports each scale at least once; the pools' status follows.
+	if c := res.Churn; c.Pools != pools/10 || c.Scales < 4*c.Pools || c.StatusUpdates < c.Scales || c.StatusWrites == 0 ||
+		c.TemplateWrites+c.MachineDeploymentWrites+c.PoolWrites != 0 || c.PoolsOverBound != 0 || c.Queue.Adds == 0 {
+		t.Errorf("churn: %d pools, %d scales, %d status updates; the operator's writes %v, %d pools over one status write per change, %d queue adds",
+			c.Pools, c.Scales, c.StatusUpdates, c.OperatorWrites, c.PoolsOverBound, c.Queue.Adds)
 	}
 	if res.PeakRSSMiB <= 0 || res.ColdRun.CPUSeconds <= 0 {
 		t.Errorf("operator usage not measured: %+v %+v", res.ColdRun, res.SteadyRun)

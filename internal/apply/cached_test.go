@@ -301,6 +301,68 @@ func TestCachedScaleIsNoReasonToWrite(t *testing.T) {
 	f.quiet("the apply after the scale was seen")
 }
 
+// racingReader is a live reader after whose next read of a MachineDeployment someone
+// else changes it, before the dry run that follows the read reaches the server.
+type racingReader struct {
+	client.Reader
+	change func(ctx context.Context) error
+}
+
+func (r *racingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if change := r.change; err == nil && change != nil && key.Name == mdName {
+		r.change = nil
+		if err := change(ctx); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// TestCachedChangesOfOthersDuringTheDryRunAreNoReasonToWrite: after a scale the
+// Applier reads the MachineDeployment and dry-runs its body; Cluster API writing its
+// status, cluster-autoscaler scaling it again, or another field manager labelling it,
+// between the two is a change of someone else's fields, not of ours, and must not make
+// the operator write.
+func TestCachedChangesOfOthersDuringTheDryRunAreNoReasonToWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name, manager, subresource, patch string
+	}{
+		{"status", "capi-controller-manager", "status", `{"status":{"replicas":3,"readyReplicas":1}}`},
+		{"scale", "cluster-autoscaler", "", `{"spec":{"replicas":4}}`},
+		{"label", "platform-inventory", "", `{"metadata":{"labels":{"inventory.example.com/owner":"platform"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newCachedFixture(t)
+			md := machineDeployment(f.ns, "workers-t1", "workers-k1")
+			f.apply(md, apply.Created)
+			f.settle(md)
+			scale := func(ctx context.Context, body string, subresource string) error {
+				patch := client.RawPatch(types.MergePatchType, []byte(body))
+				live := f.get(mdGVK, mdName)
+				if subresource == "status" {
+					return f.c.Status().Patch(ctx, live, patch, client.FieldOwner(tc.manager))
+				}
+				return f.c.Patch(ctx, live, patch, client.FieldOwner(tc.manager))
+			}
+			if err := scale(t.Context(), `{"spec":{"replicas":3}}`, ""); err != nil {
+				t.Fatal(err)
+			}
+			f.settle(md)
+			before := f.get(mdGVK, mdName).GetResourceVersion()
+			racing := &racingReader{Reader: f.reads, change: func(ctx context.Context) error { return scale(ctx, tc.patch, tc.subresource) }}
+			f.a = apply.NewCached(f.plainA, racing, f.cache)
+			f.apply(md, apply.Unchanged)
+			if racing.change != nil || f.get(mdGVK, mdName).GetResourceVersion() == before {
+				t.Fatal("nothing changed the MachineDeployment during the apply; the test proves nothing")
+			}
+			if ws := realWrites(f.rec.take()); len(ws) > 0 {
+				t.Errorf("a %s during the dry run made the operator write %q", tc.name, summary(ws))
+			}
+		})
+	}
+}
+
 // TestCachedMachineSetKeepsItsTemplates: the cache keeps of a MachineSet only what a
 // clean-up reads, and that is enough: a superseded template an old MachineSet still
 // uses is kept without a live read, and deleted once the MachineSet is gone.

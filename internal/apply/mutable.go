@@ -64,17 +64,41 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 		return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
 	}
 
-	dry := stamped(desired, sum, live.GetGeneration())
-	if err := a.patch(ctx, dry, true); err != nil {
-		return Unchanged, nil, fmt.Errorf("apply %s (dry run): %w", what, err)
+	for attempt := 1; ; attempt++ {
+		dry := stamped(desired, sum, live.GetGeneration())
+		if err := a.patch(ctx, dry, true); err != nil {
+			return Unchanged, nil, fmt.Errorf("apply %s (dry run): %w", what, err)
+		}
+		if sameObject(dry, live, desired) {
+			a.count(func(s *Stats) { s.Skipped++ })
+			a.confirm(key, live, sum)
+			return Unchanged, nil, nil
+		}
+		// The dry run answers for the object as the server holds it then, at the
+		// resourceVersion it returns. Someone else may have changed it since the live
+		// read (cluster-autoscaler its replicas): the dry run then differs from the read
+		// in their fields, not ours, and the apply would be sent for nothing. So a
+		// difference counts only against a read of the same state.
+		if dry.GetResourceVersion() != live.GetResourceVersion() && attempt < maxDryRuns {
+			if live, err = a.get(ctx, desired); err != nil {
+				return Unchanged, nil, fmt.Errorf("apply %s: reading the live object again: %w", what, err)
+			}
+			if live == nil {
+				return a.send(ctx, key, desired, sum, 1, Created)
+			}
+			if err := checkOurs(live, owner); err != nil {
+				return Unchanged, nil, fmt.Errorf("apply %s: %w", what, err)
+			}
+			continue
+		}
+		return a.send(ctx, key, desired, sum, dry.GetGeneration(), Updated)
 	}
-	if sameObject(dry, live) {
-		a.count(func(s *Stats) { s.Skipped++ })
-		a.confirm(key, live, sum)
-		return Unchanged, nil, nil
-	}
-	return a.send(ctx, key, desired, sum, dry.GetGeneration(), Updated)
 }
+
+// maxDryRuns bounds the dry runs of one apply of an object that others keep changing;
+// after the last the comparison is made all the same, and at worst sends an apply that
+// changes nothing of ours.
+const maxDryRuns = 3
 
 // send applies desired, stamped with the generation it is to leave the object at.
 func (a *Applier) send(ctx context.Context, key objectKey, desired *unstructured.Unstructured, sum digests, generation int64, result Result) (Result, *unstructured.Unstructured, error) {
@@ -184,12 +208,20 @@ func (a *Applier) patch(ctx context.Context, obj *unstructured.Unstructured, dry
 	return a.client.Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body), opts...)
 }
 
-// sameObject reports whether a dry-run result equals the live object, apart from what
-// every apply changes: managedFields timestamps, and resourceVersion and generation,
-// which a no-op apply leaves alone anyway.
-func sameObject(dry, live *unstructured.Unstructured) bool {
+// sameObject reports whether a dry-run result of desired equals the live object, apart
+// from what every apply changes: managedFields timestamps, and resourceVersion and
+// generation, which a no-op apply leaves alone anyway; and apart from what an apply of
+// desired cannot change, which others change while the operator reads and dry-runs:
+// the status (every mutable kind has a status subresource; Cluster API writes it), and
+// spec.replicas when desired does not send it (cluster-autoscaler owns it then).
+func sameObject(dry, live, desired *unstructured.Unstructured) bool {
+	_, replicas, _ := unstructured.NestedFieldNoCopy(desired.Object, "spec", "replicas")
 	strip := func(u *unstructured.Unstructured) map[string]any {
 		c := u.DeepCopy().Object
+		delete(c, "status")
+		if !replicas {
+			unstructured.RemoveNestedField(c, "spec", "replicas")
+		}
 		for _, f := range []string{"managedFields", "resourceVersion", "generation"} {
 			unstructured.RemoveNestedField(c, "metadata", f)
 		}

@@ -16,6 +16,16 @@ import (
 type Sample struct {
 	Labels map[string]string
 	Value  float64
+	// Sum and Buckets are a histogram's: the sum of its observations and its
+	// cumulative buckets, by upper bound.
+	Sum     float64
+	Buckets []Bucket
+}
+
+// Bucket is a histogram's cumulative bucket: the observations at most UpperBound.
+type Bucket struct {
+	UpperBound float64
+	Count      float64
 }
 
 // Gather returns the series of the metric named name that g holds now, for tests and
@@ -41,7 +51,11 @@ func Gather(g prometheus.Gatherer, name string) ([]Sample, error) {
 			case m.Counter != nil:
 				s.Value = m.GetCounter().GetValue()
 			case m.Histogram != nil:
-				s.Value = float64(m.GetHistogram().GetSampleCount())
+				h := m.GetHistogram()
+				s.Value, s.Sum = float64(h.GetSampleCount()), h.GetSampleSum()
+				for _, b := range h.GetBucket() {
+					s.Buckets = append(s.Buckets, Bucket{UpperBound: b.GetUpperBound(), Count: float64(b.GetCumulativeCount())})
+				}
 			}
 			out = append(out, s)
 		}
