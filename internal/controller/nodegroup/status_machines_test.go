@@ -120,7 +120,8 @@ func TestStatusShowsOnlyThePoolsOwnMachines(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), got); err != nil {
 			return false
 		}
-		return slices.ContainsFunc(got.Status.NotRunningMachines, func(m v1.MachineNotRunning) bool { return m.Name == "own-a" })
+		// A machine is seen first as created, then with the status written after.
+		return slices.ContainsFunc(got.Status.NotRunningMachines, func(m v1.MachineNotRunning) bool { return m.Name == "own-a" && m.Message == "mine" })
 	})
 	want := []v1.MachineNotRunning{{Name: "own-a", Phase: "Provisioning", Condition: "InfrastructureReady", Reason: "WaitingForVM", Message: "mine"}}
 	if got.Status.NotRunningMachineCount != 1 || !slices.Equal(got.Status.NotRunningMachines, want) {
