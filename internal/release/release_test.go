@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -420,7 +421,7 @@ func untar(t *testing.T, tgz []byte) ([]string, []byte) {
 // pulled back with Helm's registry client at its version with the digest in its values.
 func TestPush(t *testing.T) {
 	_, built := dryRun(t)
-	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(nil)))
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
 	r := *built
