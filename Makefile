@@ -83,6 +83,11 @@ images: ## The worker disk pipeline (MINOR=, ARCH=, PUSH=): every step this mach
 	@MINOR=$(MINOR) ARCH=$(ARCH) PUSH=$(PUSH) hack/images.sh
 
 .PHONY: image
-image: ## The operator image, without Docker: an OCI layout in bin/image (IMAGE_TAG= pushes instead).
+image: ## The operator image for linux/amd64 and arm64, without Docker: an OCI index in bin/image (IMAGE_TAG= pushes instead).
 	@rm -rf $(BIN)/image
 	@if [ -n "$(IMAGE_TAG)" ]; then $(GO) run ./hack/image --tag $(IMAGE_TAG); else $(GO) run ./hack/image --out $(BIN)/image; fi
+
+.PHONY: release
+release: ## What a version tag publishes (image index, SBOMs, charts, plugin, krew manifest) into $(BIN)/release, without pushing (VERSION=v0.2.0).
+	@test -n "$(VERSION)" || { echo "release: set VERSION=v<major>.<minor>.<patch>"; exit 1; }
+	$(GO) run ./hack/release --version $(VERSION) --out $(BIN)/release

@@ -102,10 +102,17 @@ func versionCommand() *cobra.Command {
 	}
 }
 
-// version is the module version the binary was built as (a tag with `go install
-// ...@v0.3.0`, "(devel)" from a checkout) and the VCS revision it was built from (none
-// when built with -buildvcs=false).
+// releaseVersion is the tag of a release build, linked in by internal/release
+// (-X main.releaseVersion=v0.3.0), which builds without VCS stamping.
+var releaseVersion string
+
+// version is the release's tag, else the module version the binary was built as (a tag
+// with `go install ...@v0.3.0`, "(devel)" from a checkout) and the VCS revision it was
+// built from (none when built with -buildvcs=false).
 func version() string {
+	if releaseVersion != "" {
+		return releaseVersion
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "(no build information)"

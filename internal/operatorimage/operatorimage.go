@@ -59,6 +59,32 @@ func Build(binary []byte, arch, version string) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
+// Index returns the multi-platform image index of the images by architecture (all
+// linux), in the order given: a pull picks the image of its node's architecture.
+func Index(images []Platform) (v1.ImageIndex, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	adds := make([]mutate.IndexAddendum, 0, len(images))
+	for _, p := range images {
+		cf, err := p.Image.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		if cf.OS != "linux" || cf.Architecture != p.Arch {
+			return nil, fmt.Errorf("image for %s is built for %s/%s", p.Arch, cf.OS, cf.Architecture)
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: p.Image, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{OS: "linux", Architecture: p.Arch},
+		}})
+	}
+	return mutate.AppendManifests(idx, adds...), nil
+}
+
+// Platform is the image of one architecture in an index.
+type Platform struct {
+	Arch  string
+	Image v1.Image
+}
+
 func binaryLayer(binary []byte) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -70,5 +71,48 @@ func TestImageIsNonRootReproducibleAndHoldsOnlyTheBinary(t *testing.T) {
 	}
 	if len(files) != 1 || files[0] != "nodegroup-operator" {
 		t.Errorf("image files = %v, want only the binary", files)
+	}
+}
+
+// TestIndex: the index lists each architecture's image with its platform, the same
+// images give the same index, and an image of another architecture than it is listed
+// under is refused.
+func TestIndex(t *testing.T) {
+	build := func(arch string) v1.Image {
+		img, err := Build([]byte("binary for "+arch), arch, "v0.1.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	platforms := []Platform{{"amd64", build("amd64")}, {"arm64", build("arm64")}}
+	a, err := Index(platforms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Index([]Platform{{"amd64", build("amd64")}, {"arm64", build("arm64")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	da, _ := a.Digest()
+	db, _ := b.Digest()
+	if da != db {
+		t.Errorf("two indexes of the same images differ: %s %s", da, db)
+	}
+	m, err := a.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MediaType != types.OCIImageIndex || len(m.Manifests) != 2 {
+		t.Fatalf("index %s with %d manifests", m.MediaType, len(m.Manifests))
+	}
+	for i, d := range m.Manifests {
+		want, _ := platforms[i].Image.Digest()
+		if d.Digest != want || d.Platform == nil || d.Platform.OS != "linux" || d.Platform.Architecture != platforms[i].Arch {
+			t.Errorf("manifest %d: %s %+v, want %s linux/%s", i, d.Digest, d.Platform, want, platforms[i].Arch)
+		}
+	}
+	if _, err := Index([]Platform{{"arm64", build("amd64")}}); err == nil {
+		t.Error("an amd64 image listed as arm64 was accepted")
 	}
 }
