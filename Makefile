@@ -11,6 +11,8 @@ UPDATE    ?=
 TEST_ARGS ?=
 # E2E_ARGS go to the Go e2e suite, e.g. E2E_ARGS='-run TestPoolsReachReady'.
 E2E_ARGS  ?=
+# FAULTS_ARGS go to the fault harness, e.g. FAULTS_ARGS='-short' (the CI run) or '-seed 42'.
+FAULTS_ARGS ?=
 
 export UPDATE
 
@@ -58,6 +60,11 @@ e2e: ## End-to-end suites (Go, then bats): the real Cluster API manager turns po
 	@start=$$SECONDS; hack/testbin.sh --all >/dev/null && hack/e2ebin.sh >/dev/null; echo "e2e binaries ready in $$((SECONDS-start))s"
 	@start=$$SECONDS; $(GO) test -tags e2e -count=1 -v -timeout 45m ./e2e/ $(E2E_ARGS); echo "e2e: Go suite took $$((SECONDS-start))s"
 	@start=$$SECONDS; bats e2e/flow; echo "e2e: bats suite took $$((SECONDS-start))s"
+
+.PHONY: faults
+faults: ## Kill the operator 50 times across 200 pools' life and take its API servers away; check nothing is lost (FAULTS_ARGS=-short: the CI run).
+	@hack/testbin.sh --all >/dev/null && hack/e2ebin.sh >/dev/null
+	@start=$$SECONDS; $(GO) run -tags e2e ./e2e/faults $(FAULTS_ARGS); echo "faults: took $$((SECONDS-start))s"
 
 .PHONY: demo
 demo: ## A local control plane, the operator, the example pools and what it made of them.
