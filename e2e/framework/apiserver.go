@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,7 +84,7 @@ func (e *Env) StartAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return p.WaitReadyWith(ctx, hc, e.Config.Host+"/readyz", readyTimeout)
+	return p.WaitReadyWith(ctx, hc, strings.TrimSuffix(e.Config.Host, "/")+"/readyz", readyTimeout)
 }
 
 // stopRestartedAPIServer stops the API server StartAPIServer started (envtest stops its

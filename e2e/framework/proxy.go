@@ -69,6 +69,7 @@ func startProxy(upstream *rest.Config, cert *servingCert) (*Proxy, error) {
 		Transport: transport,
 		// Watches stream: every event goes on at once.
 		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0),
 		// No answer from the API server: the operator sees its connection break, as it
 		// would with the server gone, not an answer the server never gave.
 		ErrorHandler: func(http.ResponseWriter, *http.Request, error) { panic(http.ErrAbortHandler) },
