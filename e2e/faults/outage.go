@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,10 @@ type outcome struct {
 
 func (w *world) outages(ctx context.Context, d, converge time.Duration) ([]outcome, error) {
 	var out []outcome
+	// From here on the operator may exit on its own (a lost lease, a certificate it
+	// cannot read): it is restarted as a Pod's container is, until the last outage ends.
+	w.kubelet = w.superviseOperator(ctx)
+	defer w.kubelet.stop()
 	for _, o := range []struct {
 		name string
 		run  func(context.Context, time.Duration, time.Duration) (outcome, error)
@@ -53,7 +58,9 @@ func (w *world) outages(ctx context.Context, d, converge time.Duration) ([]outco
 		{"management answers 429 and 500", w.errorWindow},
 		{"a tenant's kube-apiserver stopped", w.tenantOutage},
 	} {
+		restarts := w.kubelet.count()
 		res, err := o.run(ctx, d, converge)
+		res.restarts = w.kubelet.count() - restarts
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", o.name, err)
 		}
@@ -102,7 +109,6 @@ func (w *world) duringWave(ctx context.Context, d, converge time.Duration, memor
 	for deadline := time.Now().Add(10 * time.Second); w.env.Proxy.Writes() < base+3 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	k := w.superviseOperator(ctx)
 	if err := down(); err != nil {
 		return o, err
 	}
@@ -115,7 +121,6 @@ func (w *world) duringWave(ctx context.Context, d, converge time.Duration, memor
 	o.lasted = back.Sub(from)
 	o.peak, o.mean = w.env.Proxy.Rate(from, back)
 	took, breaks, err := w.waitConverged(ctx, back, converge, 3*time.Second)
-	o.restarts = k.stop()
 	if err != nil {
 		return o, err
 	}
@@ -145,18 +150,23 @@ func (w *world) idle(n int) []int {
 }
 
 // supervisor restarts the operator whenever it has ended, as the kubelet restarts a
-// container: after a back-off of 10 s, doubled for each restart, at most 5 minutes.
+// container: after a back-off of 10 s, doubled for each restart, at most 5 minutes, and
+// 10 s again once a run lasted 10 minutes.
 type supervisor struct {
 	quit     chan struct{}
 	done     chan struct{}
-	restarts int
+	restarts atomic.Int64
 }
+
+// count is how often it has restarted the operator.
+func (s *supervisor) count() int { return int(s.restarts.Load()) }
 
 func (w *world) superviseOperator(ctx context.Context) *supervisor {
 	s := &supervisor{quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		backoff := 10 * time.Second
+		const first = 10 * time.Second
+		backoff, started := first, time.Now()
 		for {
 			select {
 			case <-s.quit:
@@ -166,25 +176,26 @@ func (w *world) superviseOperator(ctx context.Context) *supervisor {
 			if w.env.OperatorRunning() {
 				continue
 			}
+			if time.Since(started) > 10*time.Minute {
+				backoff = first // ran 10 minutes: the kubelet forgets the back-off
+			}
 			select {
 			case <-s.quit:
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Minute)
-			s.restarts++
+			backoff, started = min(2*backoff, 5*time.Minute), time.Now()
+			s.restarts.Add(1)
 			_ = w.env.StartOperator(ctx) // not ready in time: stopped, and retried
 		}
 	}()
 	return s
 }
 
-// stop ends the supervision, leaving the operator running, and returns how often it
-// restarted it.
-func (s *supervisor) stop() int {
+// stop ends the supervision.
+func (s *supervisor) stop() {
 	close(s.quit)
 	<-s.done
-	return s.restarts
 }
 
 // tenantOutage stops the API server of one tenant cluster, a namespace of its own with

@@ -60,6 +60,8 @@ type world struct {
 	// cluster is stopped, whose pools are not expected to converge meanwhile.
 	picked map[int]bool
 	away   string
+	// kubelet restarts the operator whenever it ends, during the outages.
+	kubelet *supervisor
 }
 
 func newWorld(env *framework.Env, p *plan) *world {
@@ -215,10 +217,14 @@ func retry(ctx context.Context, write func() error) error {
 	}
 }
 
-// converged says what still moves, nil once every pool is where the harness asked: each
+// converged says what still moves, nil once the operator is ready and every pool is where
+// the harness asked: each
 // existing pool Ready for its generation with the machines it should run, each deleted
 // pool gone, each rotation finished (no previous token kept).
 func (w *world) converged(ctx context.Context) error {
+	if err := w.env.OperatorReady(ctx); err != nil {
+		return err
+	}
 	var list v1.NodeGroupList
 	if err := w.env.Client.List(ctx, &list, client.MatchingLabels{}); err != nil {
 		return err

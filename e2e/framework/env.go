@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,6 +382,27 @@ func (e *Env) KillOperator() {
 	if e.operator != nil {
 		e.operator.Kill()
 	}
+}
+
+// OperatorReady fails unless the operator binary runs and its readiness endpoint
+// answers 200.
+func (e *Env) OperatorReady(ctx context.Context) error {
+	if !e.OperatorRunning() {
+		return fmt.Errorf("the operator is not running")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.operatorCmd.ReadyURL(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the operator is not ready: %s", resp.Status)
+	}
+	return nil
 }
 
 // OperatorRunning reports whether the operator binary is running.
