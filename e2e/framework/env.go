@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,9 @@ type Options struct {
 	Work string
 	// Log receives one line per phase with its duration; nil discards them.
 	Log func(format string, args ...any)
+	// OperatorProxy puts a Proxy between the operator and the management API server
+	// (Env.Proxy): the operator's kubeconfig names the proxy.
+	OperatorProxy bool
 }
 
 // Env is a running end-to-end environment.
@@ -49,7 +53,11 @@ type Env struct {
 	// says otherwise: its own API server, controller-manager, scheduler and kwok, where
 	// the Nodes are.
 	Tenant *Tenant
+	// Proxy is what the operator reaches the management API server through, when
+	// Options.OperatorProxy is set.
+	Proxy *Proxy
 
+	opts   Options
 	root   string
 	assets string
 	log    func(string, ...any)
@@ -64,6 +72,9 @@ type Env struct {
 	capiPort    int
 	// inProcessLog receives controller-runtime's log of this process.
 	inProcessLog *os.File
+	// apiserver is the management API server once StopAPIServer has replaced envtest's
+	// process with one of its own (apiserver.go).
+	apiserver *managementAPIServer
 
 	mu sync.Mutex
 	// tenants are every tenant started, to stop; byNamespace the ones UseTenant assigned.
@@ -74,7 +85,7 @@ type Env struct {
 // Start brings the whole environment up, phase by phase, and stops what it started if a
 // phase fails.
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
-	e := &Env{root: testenv.RepoRoot(), log: opts.Log, Work: opts.Work}
+	e := &Env{root: testenv.RepoRoot(), log: opts.Log, Work: opts.Work, opts: opts}
 	if e.log == nil {
 		e.log = func(string, ...any) {}
 	}
@@ -130,6 +141,10 @@ func (e *Env) Stop() {
 	for i := len(tenants) - 1; i >= 0; i-- {
 		tenants[i].Stop()
 	}
+	if e.Proxy != nil {
+		e.Proxy.Close()
+	}
+	e.stopRestartedAPIServer()
 	if e.cp != nil {
 		_ = e.cp.Stop()
 	}
@@ -329,6 +344,14 @@ func (e *Env) operatorUp(ctx context.Context) error {
 		return err
 	}
 	local.PodName = ReleaseName + "-0"
+	if e.opts.OperatorProxy {
+		if e.Proxy, err = startProxy(e.Config, e.cert); err != nil {
+			return err
+		}
+		if err := pointKubeconfig(local.Kubeconfig, e.Proxy.URL, e.Proxy.CAData); err != nil {
+			return err
+		}
+	}
 	if e.operatorCmd, err = rel.Command(local); err != nil {
 		return err
 	}
@@ -353,6 +376,38 @@ func (e *Env) StopOperator() {
 		e.operator.Stop(15 * time.Second)
 	}
 }
+
+// KillOperator ends the operator binary at once (SIGKILL), as an OOM kill or a node's
+// failure would, and waits until it has ended.
+func (e *Env) KillOperator() {
+	if e.operator != nil {
+		e.operator.Kill()
+	}
+}
+
+// OperatorReady fails unless the operator binary runs and its readiness endpoint
+// answers 200.
+func (e *Env) OperatorReady(ctx context.Context) error {
+	if !e.OperatorRunning() {
+		return fmt.Errorf("the operator is not running")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.operatorCmd.ReadyURL(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the operator is not ready: %s", resp.Status)
+	}
+	return nil
+}
+
+// OperatorRunning reports whether the operator binary is running.
+func (e *Env) OperatorRunning() bool { return e.operator != nil && e.operator.Running() }
 
 // OperatorMetrics reads the operator's metrics endpoint as a scraper holding token does
 // (localrun.Command.ScrapeMetrics) and returns the exposition text.

@@ -1,0 +1,38 @@
+package framework
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// The proxy counts the operator's writes to the objects it manages, and nothing it sends
+// on a schedule of its own or that stores nothing.
+func TestCountedWrite(t *testing.T) {
+	for _, c := range []struct {
+		method, uri string
+		want        bool
+	}{
+		{http.MethodPost, "/apis/cluster.x-k8s.io/v1beta2/namespaces/a/machinedeployments", true},
+		{http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/a/machinedeployments/tenant-p1?fieldManager=nodegroup-operator", true},
+		{http.MethodPatch, "/apis/nodegroup.io/v1alpha1/namespaces/a/nodegroups/p1/status", true},
+		{http.MethodDelete, "/apis/bootstrap.cluster.x-k8s.io/v1alpha3/namespaces/a/talosconfigtemplates/p1-0a1b2c3d4e", true},
+		{http.MethodPut, "/api/v1/namespaces/kube-system/secrets/bootstrap-token-abcdef", true},
+		{http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/a/machinedeployments/tenant-p1?dryRun=All&fieldManager=x", false},
+		{http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/namespaces/a/machinedeployments", false},
+		{http.MethodPut, "/apis/coordination.k8s.io/v1/namespaces/nodegroup-system/leases/nodegroup-operator.nodegroup.io", false},
+		{http.MethodPost, "/apis/coordination.k8s.io/v1/namespaces/nodegroup-system/leases", false},
+		{http.MethodPost, "/api/v1/namespaces/a/events", false},
+		{http.MethodPatch, "/apis/events.k8s.io/v1/namespaces/a/events/p1.17f", false},
+		{http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", false},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews", false},
+	} {
+		u, err := url.Parse(c.uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := countedWrite(&http.Request{Method: c.method, URL: u}); got != c.want {
+			t.Errorf("%s %s: counted %t, want %t", c.method, c.uri, got, c.want)
+		}
+	}
+}
