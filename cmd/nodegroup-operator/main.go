@@ -237,6 +237,12 @@ func startCertManager(ctx context.Context, cfg *rest.Config, m *certs.Manager) (
 		return nil, err
 	}
 	ctx = ctrllog.IntoContext(ctx, ctrl.Log)
+	// A replica started while the API server is away (restarted after it lost its lease
+	// in an outage, say) waits for it first: the minute below is for the Secret, and
+	// the certificate's informers then list at once instead of after their backoff.
+	if err := waitForAPIServer(ctx, cs.Discovery().RESTClient(), time.Second); err != nil {
+		return nil, err
+	}
 	go func() { _ = m.Start(ctx) }()
 	// Within the chart's liveness budget (15s, then three 20s probes), so this error,
 	// not a probe, ends a replica that cannot reach its Secret.
@@ -247,6 +253,29 @@ func startCertManager(ctx context.Context, cfg *rest.Config, m *certs.Manager) (
 		return nil, ctx.Err()
 	case <-time.After(time.Minute):
 		return nil, fmt.Errorf("no webhook serving certificate after 1m: the Secret %s could not be read or written (see the errors above)", m.Secret)
+	}
+}
+
+// waitForAPIServer returns once the API server answers GET /version, asking every
+// interval, or when ctx ends.
+func waitForAPIServer(ctx context.Context, c rest.Interface, interval time.Duration) error {
+	logged := false
+	for {
+		reqCtx, cancel := context.WithTimeout(ctx, interval)
+		err := c.Get().AbsPath("/version").Do(reqCtx).Error()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !logged {
+			ctrl.Log.WithName("setup").Info("waiting for the API server", "error", err.Error())
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
 	}
 }
 
