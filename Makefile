@@ -13,7 +13,7 @@ TEST_ARGS ?=
 E2E_ARGS  ?=
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME  ?= 2m
-# FAULTS_ARGS go to the fault harness, e.g. FAULTS_ARGS='-short' (the CI run) or '-seed 42'.
+# FAULTS_ARGS go to the fault harness, e.g. FAULTS_ARGS='-short' (the short run) or '-seed 42'.
 FAULTS_ARGS ?=
 
 export UPDATE
@@ -68,7 +68,7 @@ fuzz: ## Every fuzz target for FUZZTIME (default 2m) each; prints the executions
 	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: faults
-faults: ## Kill the operator 50 times across 200 pools' life and take its API servers away; check nothing is lost (FAULTS_ARGS=-short: the CI run).
+faults: ## Kill the operator 50 times across 200 pools' life and take its API servers away; check nothing is lost (FAULTS_ARGS=-short: the short run).
 	@hack/testbin.sh --all >/dev/null && hack/e2ebin.sh >/dev/null
 	@start=$$SECONDS; $(GO) run -tags e2e ./e2e/faults $(FAULTS_ARGS); echo "faults: took $$((SECONDS-start))s"
 

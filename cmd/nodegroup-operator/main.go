@@ -244,8 +244,10 @@ func startCertManager(ctx context.Context, cfg *rest.Config, m *certs.Manager) (
 		return nil, err
 	}
 	go func() { _ = m.Start(ctx) }()
-	// Within the chart's liveness budget (15s, then three 20s probes), so this error,
-	// not a probe, ends a replica that cannot reach its Secret.
+	// Once the API server answers, within the chart's liveness budget (15s, then three
+	// 20s probes), so this error, not a probe, ends a replica that reaches the API server
+	// but not its Secret. No probe is served before: one that never reaches the API
+	// server is ended by the kubelet's.
 	select {
 	case <-m.Serving():
 		return m, nil

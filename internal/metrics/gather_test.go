@@ -4,10 +4,10 @@ import (
 	"testing"
 )
 
-// TestParseReadsAScrape reads a scrape as the operator serves it: a gauge and a
+// TestScrapedReadsAScrape reads a scrape as the operator serves it: a gauge and a
 // histogram of controller-runtime's work queue, with their labels, the histogram's
 // count, sum and cumulative buckets.
-func TestParseReadsAScrape(t *testing.T) {
+func TestScrapedReadsAScrape(t *testing.T) {
 	const text = `# HELP workqueue_depth Current depth of workqueue
 # TYPE workqueue_depth gauge
 workqueue_depth{controller="nodegroup",name="nodegroup"} 3

@@ -193,7 +193,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	if err != nil || live == nil {
 		return ctrl.Result{}, err
 	}
-	desired, err := r.clampReplicas(ctx, ng, live)
+	desired, err := r.clampReplicas(ctx, ng, live, len(written.Object) > 0)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -64,9 +64,9 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfPullSecret),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)})
-	// A pool's templates, watched as the metadata the cache keeps of them: one deleted
-	// while the pool's MachineDeployment or a MachineSet still names it is created
-	// again, and one whose spec someone changed is reported on the pool.
+	// A pool's templates, watched as the metadata the cache keeps of them: one of its
+	// current templates, deleted, is created again (an older one, whose render is no
+	// longer known, is not), and one whose spec someone changed is reported on the pool.
 	for _, gvk := range names.TemplateKinds {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(gvk)

@@ -31,11 +31,14 @@ import (
 // raising a minimum above the current count would never take effect. Inside the range
 // nothing is written, so the autoscaler's choice stands and a steady state stays quiet.
 //
-// When the pool's range did not change since its last reconcile, someone else moved the
-// replicas out of it (scaled a fixed pool by hand): they are brought back once, and a
-// Warning event (ReplicasRestored) names who set them. The scale's own watch event
-// finds them in range, so nothing fights back unless that writer does.
-func (r *Reconciler) clampReplicas(ctx context.Context, ng *v1.NodeGroup, md *clusterv1.MachineDeployment) (int32, error) {
+// When this reconcile did not write the MachineDeployment (so its range is the one
+// last applied), someone else moved the replicas out of it (scaled a fixed pool by
+// hand): they are brought back once, and a Warning event (ReplicasRestored) names who
+// set them. The scale's own watch event finds them in range, so nothing fights back
+// unless that writer does. When it did (wrote), the pool's range is new, or reaches the
+// MachineDeployment only now, after reconciles that stopped before the apply: that is a
+// resize (Scaled).
+func (r *Reconciler) clampReplicas(ctx context.Context, ng *v1.NodeGroup, md *clusterv1.MachineDeployment, wrote bool) (int32, error) {
 	if md.Spec.Replicas == nil || !md.DeletionTimestamp.IsZero() {
 		return deref(md.Spec.Replicas), nil
 	}
@@ -44,7 +47,7 @@ func (r *Reconciler) clampReplicas(ctx context.Context, ng *v1.NodeGroup, md *cl
 	if want == current {
 		return current, nil
 	}
-	restore := ng.Generation == ng.Status.ObservedGeneration
+	restore := !wrote
 	who := "someone else"
 	if restore {
 		who = r.replicasWriter(ctx, md)

@@ -19,6 +19,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -183,6 +184,29 @@ func TestOtherWriters(t *testing.T) {
 		assertSteady(t, ng)
 		if n := countEvents(t, ng, nodegroup.ReasonReplicasRestored); n != 1 {
 			t.Errorf("%d %s events, want 1", n, nodegroup.ReasonReplicasRestored)
+		}
+	})
+
+	t.Run("a resize that reaches the MachineDeployment late is the pool's, not someone else's", func(t *testing.T) {
+		ng := renderedPool(t, "late", func(s *v1.NodeGroupSpec) { s.MinReplicas, s.MaxReplicas = 2, 2 })
+		ns := ng.Namespace
+		autoscale(t, ns, "tenant-late", 2)
+		waitQuiet(t)
+		// Resized while its class does not resolve: the reconciles stop before the apply
+		// but still record the new generation in the status.
+		mustUpdate(t, ng, func(n *v1.NodeGroup) {
+			n.Spec.MinReplicas, n.Spec.MaxReplicas, n.Spec.NodeGroupClassName = 3, 3, "talos-published-late"
+		})
+		waitCondition(t, ng, v1.ConditionClassResolved, metav1.ConditionFalse, resolve.ReasonClassNotFound)
+		waitQuiet(t)
+		// The class is published: the next reconcile applies the new range, with no
+		// change of the pool since its status recorded its generation.
+		env.MustCreate(t, &v1.NodeGroupClass{ObjectMeta: metav1.ObjectMeta{Name: "talos-published-late"},
+			Spec: v1.NodeGroupClassSpec{OS: v1.OSTalos}})
+		waitEvent(t, ng, corev1.EventTypeNormal, "Scaled", "from 2 to 3")
+		waitQuiet(t)
+		if n := countEvents(t, ng, nodegroup.ReasonReplicasRestored); n != 0 {
+			t.Errorf("%d %s events for the pool's own resize, want 0", n, nodegroup.ReasonReplicasRestored)
 		}
 	})
 }
