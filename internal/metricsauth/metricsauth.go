@@ -19,16 +19,17 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -44,8 +45,7 @@ const (
 	reviewTimeout   = 10 * time.Second
 )
 
-// maxEntries bounds each cache: a client that sends endless random tokens fills it,
-// and it is then emptied, never grown.
+// maxEntries bounds each cache of answers.
 const maxEntries = 1024
 
 // Reviewer asks the API server who a token is and what they may do.
@@ -53,9 +53,10 @@ type Reviewer struct {
 	tokens authenticationclient.TokenReviewInterface
 	access authorizationclient.SubjectAccessReviewInterface
 
-	users     answers[*authenticationv1.UserInfo]
-	decisions answers[bool]
-	now       func() time.Time
+	// The answers, each until it expires; the least recently used goes first when one is
+	// full, so a flood of made-up tokens cannot push out the scraper's.
+	users     *cache.LRUExpireCache // token digest: *authenticationv1.UserInfo, nil when refused
+	decisions *cache.LRUExpireCache // accessKey: bool
 }
 
 // NewReviewer asks the API server of config, through httpClient.
@@ -68,7 +69,12 @@ func NewReviewer(config *rest.Config, httpClient *http.Client) (*Reviewer, error
 	if err != nil {
 		return nil, err
 	}
-	return &Reviewer{tokens: authn.TokenReviews(), access: authz.SubjectAccessReviews(), now: time.Now}, nil
+	return newReviewer(authn.TokenReviews(), authz.SubjectAccessReviews(), clock.RealClock{}), nil
+}
+
+func newReviewer(tokens authenticationclient.TokenReviewInterface, access authorizationclient.SubjectAccessReviewInterface, clk clock.PassiveClock) *Reviewer {
+	return &Reviewer{tokens: tokens, access: access,
+		users: cache.NewLRUExpireCacheWithClock(maxEntries, clk), decisions: cache.NewLRUExpireCacheWithClock(maxEntries, clk)}
 }
 
 // Filter is a controller-runtime metrics filter (metricsserver.Options.FilterProvider).
@@ -130,8 +136,8 @@ func bearerToken(req *http.Request) (string, bool) {
 // The cache is keyed by the token's digest, so no token is kept.
 func (r *Reviewer) authenticate(ctx context.Context, token string) (*authenticationv1.UserInfo, error) {
 	key := fmt.Sprintf("%x", sha256.Sum256([]byte(token)))
-	if user, ok := r.users.get(key, r.now()); ok {
-		return user, nil
+	if user, ok := r.users.Get(key); ok {
+		return user.(*authenticationv1.UserInfo), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
@@ -140,19 +146,19 @@ func (r *Reviewer) authenticate(ctx context.Context, token string) (*authenticat
 		return nil, err
 	}
 	if !review.Status.Authenticated {
-		r.users.put(key, nil, r.now().Add(refusedTokenTTL))
+		r.users.Add(key, (*authenticationv1.UserInfo)(nil), refusedTokenTTL)
 		return nil, nil
 	}
 	user := review.Status.User
-	r.users.put(key, &user, r.now().Add(tokenTTL))
+	r.users.Add(key, &user, tokenTTL)
 	return &user, nil
 }
 
 // authorize says whether user may send verb to the non-resource path.
 func (r *Reviewer) authorize(ctx context.Context, user *authenticationv1.UserInfo, verb, path string) (bool, error) {
 	key := accessKey(user, verb, path)
-	if allowed, ok := r.decisions.get(key, r.now()); ok {
-		return allowed, nil
+	if allowed, ok := r.decisions.Get(key); ok {
+		return allowed.(bool), nil
 	}
 	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
@@ -175,7 +181,7 @@ func (r *Reviewer) authorize(ctx context.Context, user *authenticationv1.UserInf
 	if allowed {
 		ttl = allowTTL
 	}
-	r.decisions.put(key, allowed, r.now().Add(ttl))
+	r.decisions.Add(key, allowed, ttl)
 	return allowed, nil
 }
 
@@ -192,35 +198,4 @@ func accessKey(user *authenticationv1.UserInfo, verb, path string) string {
 		fmt.Fprintf(h, "e%q=%q\x00", k, []string(user.Extra[k]))
 	}
 	return fmt.Sprintf("%x", h.Sum(nil))
-}
-
-// answers is a small cache of the API server's answers, each until its expiry.
-type answers[V any] struct {
-	mu      sync.Mutex
-	entries map[string]answer[V]
-}
-
-type answer[V any] struct {
-	value   V
-	expires time.Time
-}
-
-func (a *answers[V]) get(key string, now time.Time) (V, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	e, ok := a.entries[key]
-	if !ok || !now.Before(e.expires) {
-		var zero V
-		return zero, false
-	}
-	return e.value, true
-}
-
-func (a *answers[V]) put(key string, value V, expires time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.entries == nil || len(a.entries) >= maxEntries {
-		a.entries = make(map[string]answer[V])
-	}
-	a.entries[key] = answer[V]{value: value, expires: expires}
 }

@@ -12,8 +12,12 @@ import (
 
 	"github.com/go-logr/logr"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
@@ -60,6 +64,19 @@ func guarded(t *testing.T, cfg *rest.Config, hc *http.Client) http.Handler {
 	return handler
 }
 
+// readerRole is a ClusterRole that may get /metrics, made once.
+func readerRole(t *testing.T, c client.Client) *rbacv1.ClusterRole {
+	t.Helper()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "metricsauth-test-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}
+	if err := c.Create(context.Background(), role); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return role
+}
+
 // TestScrapesNeedAReviewedToken serves a handler behind the filter, asking the real
 // API server: no token and a refused token get 401, a token whose user may not get
 // /metrics 403, a token of a user bound to a role with get on /metrics the handler.
@@ -70,13 +87,7 @@ func TestScrapesNeedAReviewedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "metricsauth-test-reader"},
-		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
-	}
-	if err := c.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
+	role := readerRole(t, c)
 	reader, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "reader", role.Name, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +170,74 @@ func TestAnUnreachableAPIServerIsAServerError(t *testing.T) {
 	if rec.Code != http.StatusInternalServerError || strings.Contains(rec.Body.String(), "the metrics") {
 		t.Errorf("HTTP %d %q, want 500 without the metrics", rec.Code, rec.Body.String())
 	}
+}
+
+// TestAnswersExpire: each answer is reused until its time is up, and asked again after:
+// a token's review for a minute, a refused token's for ten seconds, an allowed access
+// for five minutes, a denied one for thirty seconds.
+func TestAnswersExpire(t *testing.T) {
+	ctx := context.Background()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readerRole(t, c)
+	reader, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "expiring-reader", "metricsauth-test-reader", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "expiring-stranger", "view", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &reviewCounter{next: transport}
+	hc := &http.Client{Transport: counter}
+	authn, err := authenticationclient.NewForConfigAndClient(env.Config, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := authorizationclient.NewForConfigAndClient(env.Config, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	handler, err := metricsauth.NewReviewerWithClock(authn.TokenReviews(), authz.SubjectAccessReviews(), clk).Wrap(logr.Discard(),
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "the metrics") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape := func(token string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		handler.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	step := func(d time.Duration, token string, code int, tokens, access int32) {
+		t.Helper()
+		clk.Step(d)
+		beforeTokens, beforeAccess := counter.tokens.Load(), counter.accessChecks.Load()
+		if got := scrape(token); got != code {
+			t.Fatalf("HTTP %d, want %d", got, code)
+		}
+		if gotT, gotA := counter.tokens.Load()-beforeTokens, counter.accessChecks.Load()-beforeAccess; gotT != tokens || gotA != access {
+			t.Errorf("after %s: %d token and %d access reviews, want %d and %d", d, gotT, gotA, tokens, access)
+		}
+	}
+	testenv.Eventually(t, "the reader may scrape", func() bool { return scrape(reader.BearerToken) == http.StatusOK })
+	step(59*time.Second, reader.BearerToken, http.StatusOK, 0, 0)
+	step(2*time.Second, reader.BearerToken, http.StatusOK, 1, 0) // the token's minute is up, the access is not
+	step(5*time.Minute, reader.BearerToken, http.StatusOK, 1, 1)
+
+	step(0, "not-a-token", http.StatusUnauthorized, 1, 0)
+	step(9*time.Second, "not-a-token", http.StatusUnauthorized, 0, 0)
+	step(2*time.Second, "not-a-token", http.StatusUnauthorized, 1, 0)
+
+	step(0, stranger.BearerToken, http.StatusForbidden, 1, 1)
+	step(29*time.Second, stranger.BearerToken, http.StatusForbidden, 0, 0)
+	step(2*time.Second, stranger.BearerToken, http.StatusForbidden, 0, 1)
 }
