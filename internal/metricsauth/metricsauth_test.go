@@ -64,6 +64,30 @@ func guarded(t *testing.T, cfg *rest.Config, hc *http.Client) http.Handler {
 	return handler
 }
 
+// accounts are the tokens of two ServiceAccounts (names prefixed): a reader, whose
+// ClusterRole may get /metrics, and a stranger, who may view but not scrape; and a
+// transport to the API server that counts the reviews sent through it.
+func accounts(t *testing.T, prefix string) (reader, stranger *rest.Config, counter *reviewCounter) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := readerRole(t, c)
+	if reader, err = localrun.ServiceAccountConfig(ctx, env.Config, "default", prefix+"reader", role.Name, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if stranger, err = localrun.ServiceAccountConfig(ctx, env.Config, "default", prefix+"stranger", "view", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reader, stranger, &reviewCounter{next: transport}
+}
+
 // readerRole is a ClusterRole that may get /metrics, made once.
 func readerRole(t *testing.T, c client.Client) *rbacv1.ClusterRole {
 	t.Helper()
@@ -82,26 +106,7 @@ func readerRole(t *testing.T, c client.Client) *rbacv1.ClusterRole {
 // /metrics 403, a token of a user bound to a role with get on /metrics the handler.
 // The second scrape with the same token asks the API server nothing.
 func TestScrapesNeedAReviewedToken(t *testing.T) {
-	ctx := context.Background()
-	c, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := readerRole(t, c)
-	reader, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "reader", role.Name, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stranger, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "stranger", "view", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	transport, err := rest.TransportFor(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &reviewCounter{next: transport}
+	reader, stranger, counter := accounts(t, "")
 	server := httptest.NewServer(guarded(t, env.Config, &http.Client{Transport: counter}))
 	defer server.Close()
 
@@ -176,25 +181,7 @@ func TestAnUnreachableAPIServerIsAServerError(t *testing.T) {
 // a token's review for a minute, a refused token's for ten seconds, an allowed access
 // for five minutes, a denied one for thirty seconds.
 func TestAnswersExpire(t *testing.T) {
-	ctx := context.Background()
-	c, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	readerRole(t, c)
-	reader, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "expiring-reader", "metricsauth-test-reader", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stranger, err := localrun.ServiceAccountConfig(ctx, env.Config, "default", "expiring-stranger", "view", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := rest.TransportFor(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &reviewCounter{next: transport}
+	reader, stranger, counter := accounts(t, "expiring-")
 	hc := &http.Client{Transport: counter}
 	authn, err := authenticationclient.NewForConfigAndClient(env.Config, hc)
 	if err != nil {
