@@ -3,6 +3,8 @@ package nodegroup
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"slices"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
@@ -73,7 +75,9 @@ var causes = map[string]string{
 //     asks for it, the platform's when it comes from the control plane or the class;
 //   - machines not all ready while a rollout or a scaling is under way and the pool
 //     is Available are progressing, not failing: a long rollout of a large pool is
-//     healthy. A rollout that leaves the pool unavailable is the platform's.
+//     healthy. A rollout that leaves the pool unavailable, or one of whose machines
+//     failed or is remediated by its health check (a broken image, a VM that never
+//     comes up), is the platform's.
 //
 // A reason it does not know is the platform's: an alert too many rather than a pool
 // failing unseen.
@@ -91,7 +95,7 @@ func Cause(ng *v1.NodeGroup) string {
 	case ReasonMachinesNotReady:
 		moving := meta.IsStatusConditionTrue(conds, v1.ConditionRollingOut) ||
 			meta.IsStatusConditionTrue(conds, v1.ConditionScalingUp) || meta.IsStatusConditionTrue(conds, v1.ConditionScalingDown)
-		if moving && meta.IsStatusConditionTrue(conds, v1.ConditionAvailable) {
+		if moving && meta.IsStatusConditionTrue(conds, v1.ConditionAvailable) && !slices.ContainsFunc(ng.Status.NotRunningMachines, failing) {
 			return metrics.CauseProgressing
 		}
 	}
@@ -99,4 +103,10 @@ func Cause(ng *v1.NodeGroup) string {
 		return c
 	}
 	return metrics.CausePlatform
+}
+
+// failing says whether a machine that is not running has failed or is being replaced
+// by its health check, rather than still coming up or going away.
+func failing(m v1.MachineNotRunning) bool {
+	return m.Phase == string(clusterv1.MachinePhaseFailed) || m.Condition == clusterv1.MachineHealthCheckSucceededCondition
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
@@ -97,21 +98,30 @@ func TestCause(t *testing.T) {
 		version string
 		conds   []metav1.Condition
 		want    string
+		// machines not running, of the status
+		machines []v1.MachineNotRunning
 	}{
-		{"a class that does not exist", "", []metav1.Condition{ready(resolve.ReasonClassNotFound)}, metrics.CauseTenant},
-		{"a location not allowed", "", []metav1.Condition{ready(ReasonLocationNotAllowed)}, metrics.CauseTenant},
-		{"a pool rule broken", "", []metav1.Condition{ready(ReasonPolicyViolation)}, metrics.CauseTenant},
-		{"an apply that failed", "", []metav1.Condition{ready(ReasonApplyFailed)}, metrics.CausePlatform},
-		{"a class's pull secret missing", "", []metav1.Condition{ready(ReasonCredentialsFailed)}, metrics.CausePlatform},
-		{"a release the pool asks for, not in the catalog", "v1.99", []metav1.Condition{ready(resolve.ReasonVersionNotSupported)}, metrics.CauseTenant},
-		{"the control plane's release, not in the catalog", "", []metav1.Condition{ready(resolve.ReasonVersionNotSupported)}, metrics.CausePlatform},
-		{"a rollout, the pool available", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, yes)}, metrics.CauseProgressing},
-		{"a scale-down, the pool available", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionScalingDown, yes), c(v1.ConditionAvailable, yes)}, metrics.CauseProgressing},
-		{"a rollout, the pool unavailable", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, no)}, metrics.CausePlatform},
-		{"machines not ready, nothing under way", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, no), c(v1.ConditionAvailable, yes)}, metrics.CausePlatform},
-		{"a reason not known", "", []metav1.Condition{ready("SomethingNew")}, metrics.CausePlatform},
+		{"a class that does not exist", "", []metav1.Condition{ready(resolve.ReasonClassNotFound)}, metrics.CauseTenant, nil},
+		{"a location not allowed", "", []metav1.Condition{ready(ReasonLocationNotAllowed)}, metrics.CauseTenant, nil},
+		{"a pool rule broken", "", []metav1.Condition{ready(ReasonPolicyViolation)}, metrics.CauseTenant, nil},
+		{"an apply that failed", "", []metav1.Condition{ready(ReasonApplyFailed)}, metrics.CausePlatform, nil},
+		{"a class's pull secret missing", "", []metav1.Condition{ready(ReasonCredentialsFailed)}, metrics.CausePlatform, nil},
+		{"a release the pool asks for, not in the catalog", "v1.99", []metav1.Condition{ready(resolve.ReasonVersionNotSupported)}, metrics.CauseTenant, nil},
+		{"the control plane's release, not in the catalog", "", []metav1.Condition{ready(resolve.ReasonVersionNotSupported)}, metrics.CausePlatform, nil},
+		{"a rollout, the pool available", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, yes)}, metrics.CauseProgressing, nil},
+		{"a scale-down, the pool available", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionScalingDown, yes), c(v1.ConditionAvailable, yes)}, metrics.CauseProgressing, nil},
+		{"a rollout, the pool unavailable", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, no)}, metrics.CausePlatform, nil},
+		{"machines not ready, nothing under way", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, no), c(v1.ConditionAvailable, yes)}, metrics.CausePlatform, nil},
+		{"a reason not known", "", []metav1.Condition{ready("SomethingNew")}, metrics.CausePlatform, nil},
+		{"a rollout, the pool available, a new machine coming up", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, yes)},
+			metrics.CauseProgressing, []v1.MachineNotRunning{{Name: "m", Phase: "Provisioning", Condition: clusterv1.InfrastructureReadyCondition}}},
+		{"a rollout, the pool available, a new machine failed", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, yes)},
+			metrics.CausePlatform, []v1.MachineNotRunning{{Name: "m", Phase: "Failed"}}},
+		{"a rollout, the pool available, a new machine remediated", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, yes)},
+			metrics.CausePlatform, []v1.MachineNotRunning{{Name: "m", Phase: "Provisioned", Condition: clusterv1.MachineHealthCheckSucceededCondition}}},
 	} {
-		ng := &v1.NodeGroup{Spec: v1.NodeGroupSpec{KubernetesVersion: tc.version}, Status: v1.NodeGroupStatus{Conditions: tc.conds}}
+		ng := &v1.NodeGroup{Spec: v1.NodeGroupSpec{KubernetesVersion: tc.version},
+			Status: v1.NodeGroupStatus{Conditions: tc.conds, NotRunningMachines: tc.machines}}
 		if got := Cause(ng); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
