@@ -76,8 +76,8 @@ var causes = map[string]string{
 //   - machines not all ready while a rollout or a scaling is under way and the pool
 //     is Available are progressing, not failing: a long rollout of a large pool is
 //     healthy. A rollout that leaves the pool unavailable, or one of whose machines
-//     failed or is remediated by its health check (a broken image, a VM that never
-//     comes up), is the platform's.
+//     failed its health check (a broken image, a VM that never comes up), is the
+//     platform's.
 //
 // A reason it does not know is the platform's: an alert too many rather than a pool
 // failing unseen.
@@ -105,8 +105,10 @@ func Cause(ng *v1.NodeGroup) string {
 	return metrics.CausePlatform
 }
 
-// failing says whether a machine that is not running has failed or is being replaced
-// by its health check, rather than still coming up or going away.
+// failing says whether a machine that is not running failed its health check (and is
+// being replaced), rather than still coming up or going away. Cluster API v1beta2
+// sets no Failed phase: a machine that never comes up fails its health check's
+// startup timeout.
 func failing(m v1.MachineNotRunning) bool {
-	return m.Phase == string(clusterv1.MachinePhaseFailed) || m.Condition == clusterv1.MachineHealthCheckSucceededCondition
+	return m.Condition == clusterv1.MachineHealthCheckSucceededCondition
 }

@@ -115,8 +115,6 @@ func TestCause(t *testing.T) {
 		{"a reason not known", "", []metav1.Condition{ready("SomethingNew")}, metrics.CausePlatform, nil},
 		{"a rollout, the pool available, a new machine coming up", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, yes)},
 			metrics.CauseProgressing, []v1.MachineNotRunning{{Name: "m", Phase: "Provisioning", Condition: clusterv1.InfrastructureReadyCondition}}},
-		{"a rollout, the pool available, a new machine failed", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, yes)},
-			metrics.CausePlatform, []v1.MachineNotRunning{{Name: "m", Phase: "Failed"}}},
 		{"a rollout, the pool available, a new machine remediated", "", []metav1.Condition{ready(ReasonMachinesNotReady), c(v1.ConditionRollingOut, yes), c(v1.ConditionAvailable, yes)},
 			metrics.CausePlatform, []v1.MachineNotRunning{{Name: "m", Phase: "Provisioned", Condition: clusterv1.MachineHealthCheckSucceededCondition}}},
 	} {
