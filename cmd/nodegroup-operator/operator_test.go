@@ -270,7 +270,10 @@ func TestDefaultInstallServesItsWebhook(t *testing.T) {
 			// Served once the replica leads.
 			`nodegroup_operator_tenant_clusters{reachable="false"} 0`,
 		}
-		deadline := time.Now().Add(30 * time.Second) // the binding reaches the authorizer's cache
+		// The binding reaches the authorizer's cache, and the replica leads (the operator's own
+		// gauges are served then): a replica an earlier test killed holds the lease until it
+		// expires.
+		deadline := time.Now().Add(90 * time.Second)
 		for {
 			code, body := get(scraper.BearerToken)
 			missing := slices.IndexFunc(want, func(s string) bool { return !strings.Contains(body, s) })
