@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -262,23 +263,16 @@ func startCertManager(ctx context.Context, cfg *rest.Config, m *certs.Manager) (
 // interval, or when ctx ends.
 func waitForAPIServer(ctx context.Context, c rest.Interface, interval time.Duration) error {
 	logged := false
-	for {
+	return wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
 		reqCtx, cancel := context.WithTimeout(ctx, interval)
+		defer cancel()
 		err := c.Get().AbsPath("/version").Do(reqCtx).Error()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if !logged {
+		if err != nil && !logged {
 			ctrl.Log.WithName("setup").Info("waiting for the API server", "error", err.Error())
 			logged = true
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
-		}
-	}
+		return err == nil, nil
+	})
 }
 
 // replicaName names this replica: the Pod's name, else the host's and the process's.
