@@ -267,8 +267,10 @@ func TestDefaultInstallServesItsWebhook(t *testing.T) {
 			"controller_runtime_reconcile_total",
 			`nodegroup_operator_admissions_total{resource="nodegroup",rule="",verdict="allowed"} `,
 			`nodegroup_operator_admissions_total{resource="nodegroup",rule="ClassNotFound",verdict="denied"} `,
-			// Served once the replica leads.
-			`nodegroup_operator_tenant_clusters{reachable="false"} 0`,
+			// Served once the replica leads. The count is not asserted: the tenants an
+			// earlier test of this package left (TestHostileTenants' victim has Talos
+			// pools and no kubeconfig) count as unreachable once this replica tries them.
+			`nodegroup_operator_tenant_clusters{reachable="false"} `,
 		}
 		// The binding reaches the authorizer's cache, and the replica leads (the operator's own
 		// gauges are served then): a replica an earlier test killed holds the lease until it
