@@ -301,6 +301,9 @@ func latencyBetween(a, b metrics.Sample) (mean, p99 float64) {
 			n -= a.Buckets[i].Count
 		}
 		if n >= 0.99*count {
+			if math.IsInf(bucket.UpperBound, 1) {
+				break // the +Inf bucket: above every bound (and JSON has no infinity)
+			}
 			return mean, bucket.UpperBound
 		}
 	}
@@ -385,6 +388,13 @@ func (h *harness) countChurnWrite(e *auditEvent) {
 // one the operator observes.
 func (h *harness) countChurnChange(e *auditEvent) {
 	p := h.poolOf(e)
+	if e.code() == 429 {
+		// The API server's priority and fairness turned it away for now, and client-go
+		// sends it again: the churn's clients outran the API server, which is counted,
+		// not a client that misbehaved.
+		h.res.Churn.Throttled++
+		return
+	}
 	if p == nil || e.resource() != "machinedeployments" || !e.stored() {
 		h.res.Anomalies = append(h.res.Anomalies, fmt.Sprintf("a churn client sent %s %s (%d)", e.Verb, e.RequestURI, e.code()))
 		return

@@ -70,6 +70,9 @@ type Result struct {
 	Profiles   string  `json:"profiles,omitempty"`
 	// Anomalies are things the run saw that make its figures doubtful.
 	Anomalies []string `json:"anomalies,omitempty"`
+	// EventWritesOutside are the operator's event writes outside every phase: client-go's
+	// event broadcaster patches a repeated event's series on its own timer.
+	EventWritesOutside int `json:"eventWritesOutside"`
 }
 
 // Phase is one window of the run.
@@ -137,6 +140,9 @@ type Churn struct {
 	Queue                Queue    `json:"queue"`
 	// DrainSeconds is how long after the last change the queue was empty and idle.
 	DrainSeconds float64 `json:"drainSeconds"`
+	// Throttled are the churn clients' requests the API server answered 429 (too many
+	// requests, its priority and fairness): client-go sends them again.
+	Throttled int `json:"throttled"`
 }
 
 // Queue is the nodegroup controller's work queue over the churn, from the operator's
@@ -239,20 +245,27 @@ func (r *Result) Table() string {
 	fmt.Fprintf(w, "c. steady state: writes in %.0f s (%d reconciles)\t%d\t0 %s\n", r.Steady.Seconds, r.Steady.Reconciles, r.Steady.Writes, verdict(r.Steady.Writes == 0, 0))
 	fmt.Fprintf(w, "   writes to the tenant clusters (%d requests)\t%d\t0 %s\n", r.Steady.TenantRequests, r.Steady.TenantWrites, verdict(r.Steady.TenantWrites == 0, 0))
 	fmt.Fprintf(w, "   leader election (lease renewals)\t%d\t\n", r.Steady.LeaseWrites)
+	if r.EventWritesOutside > 0 {
+		fmt.Fprintf(w, "   event series patched between phases\t%d\t\n", r.EventWritesOutside)
+	}
 	fmt.Fprintf(w, "   restart: every pool reconciled\t%.1f s, %d writes\t0 writes %s\n", r.Restart.Seconds, r.Restart.Writes, verdict(r.Restart.Writes == 0, 0))
 	fmt.Fprintf(w, "d. change wave: %d pools with new templates\t%.1f s\t\n", r.Wave.Pools, r.Wave.Seconds)
 	fmt.Fprintf(w, "   writes to changed / untouched pools\t%d / %d\tuntouched 0 %s\n", r.Wave.WritesChanged, r.Wave.WritesUntouched, verdict(r.Wave.WritesUntouched == 0, 0))
 	if c := &r.Churn; c.Pools > 0 {
-		fmt.Fprintf(w, "churn: %d pools scaled every %.0f s, %.0f s until quiet\t%d scales, %d status updates\t\n", c.Pools, c.IntervalSeconds,
-			c.Seconds, c.Scales, c.StatusUpdates)
+		fmt.Fprintf(w, "churn: %d pools scaled every %.0f s, %.0f s until quiet\t%d scales, %d status updates, %d throttled (429)\t\n", c.Pools, c.IntervalSeconds,
+			c.Seconds, c.Scales, c.StatusUpdates, c.Throttled)
 		fmt.Fprintf(w, "   template / MachineDeployment / NodeGroup spec writes\t%d / %d / %d\t0 %s\n", c.TemplateWrites, c.MachineDeploymentWrites, c.PoolWrites,
 			verdict(c.TemplateWrites+c.MachineDeploymentWrites+c.PoolWrites == 0, 0))
 		fmt.Fprintf(w, "   status writes / changes observed (conflicts)\t%d / %d (%d), at most %.2f per change of a pool\t<= 1 per change %s\n",
 			c.StatusWrites, c.Changes, c.StatusConflicts, c.MaxWritesPerChange, verdict(c.PoolsOverBound == 0, 0))
 		fmt.Fprintf(w, "   work queue: depth max / mean; adds, retries, errors\t%.0f / %.1f; %d, %d, %d\t\n", c.Queue.Depth.Max, c.Queue.Depth.Mean,
 			c.Queue.Adds, c.Queue.Retries, c.Queue.Errors)
-		fmt.Fprintf(w, "   queue latency mean / p99 bucket; drained after\t%.4f / <= %g s; %.1f s\t<= %.0f s %s\n", c.Queue.LatencyMeanSeconds,
-			c.Queue.LatencyP99Seconds, c.DrainSeconds, c.IntervalSeconds, verdict(c.noBacklog(), 0))
+		p99 := fmt.Sprintf("<= %g", c.Queue.LatencyP99Seconds)
+		if c.Queue.LatencyP99Seconds < 0 {
+			p99 = "above every bucket,"
+		}
+		fmt.Fprintf(w, "   queue latency mean / p99 bucket; drained after\t%.4f / %s s; %.1f s\t<= %.0f s %s\n", c.Queue.LatencyMeanSeconds,
+			p99, c.DrainSeconds, c.IntervalSeconds, verdict(c.noBacklog(), 0))
 		if s := r.Steady.RSSMiB; s != nil && c.RSSMiB != nil {
 			growth := c.rssGrowth(s)
 			fmt.Fprintf(w, "   RSS peak: churn / steady state\t%.0f / %.0f MiB (%+.0f%%)\t<= +%.0f%% %s\n", c.RSSMiB.Max, s.Max, growth*100,

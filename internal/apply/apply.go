@@ -41,9 +41,13 @@
 // differs from the live object only in the generation of AnnotationApplied (someone
 // else moved it: cluster-autoscaler scaled the MachineDeployment) is no reason to
 // write; the Applier remembers that generation instead, so the next resync sends
-// nothing either. Nor is what others change between the read and the dry run: the
-// status and a spec.replicas the body does not send are not compared, and any other
-// difference counts only against a read at the dry run's resourceVersion.
+// nothing either, and with it a digest of the spec then (internal/cachedspec, which the
+// operator's cache computes as each object arrives, before it trims the spec): a later
+// scale, which leaves that digest as it was, sends nothing too, so an autoscaler's
+// churn costs the operator no request. Nor is what others change between the read and
+// the dry run: the status and a spec.replicas the body does not send are not compared,
+// and any other difference counts only against a read at the dry run's
+// resourceVersion.
 package apply
 
 import (

@@ -299,6 +299,41 @@ func TestCachedScaleIsNoReasonToWrite(t *testing.T) {
 	}
 	f.apply(md, apply.Unchanged)
 	f.quiet("the apply after the scale was seen")
+
+	// Scaled again: the spec apart from the replicas is as the dry run confirmed it, which
+	// the cache's digest of it tells without a read or a dry run.
+	scale := func(replicas string) {
+		t.Helper()
+		before := f.get(mdGVK, mdName).GetGeneration()
+		if err := f.c.Patch(t.Context(), f.get(mdGVK, mdName), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":`+replicas+`}}`)),
+			client.FieldOwner("cluster-autoscaler")); err != nil {
+			t.Fatal(err)
+		}
+		f.settle(md)
+		if f.get(mdGVK, mdName).GetGeneration() == before {
+			t.Fatal("a new replica count did not bump the generation; the test proves nothing")
+		}
+	}
+	for _, replicas := range []string{"4", "2", "5"} {
+		scale(replicas)
+		f.apply(md, apply.Unchanged)
+		f.quiet("the apply after another scale")
+	}
+
+	// Someone else changes a field of ours as well as the replicas: the digest differs,
+	// so the dry run finds it and the apply puts it back.
+	if err := f.c.Patch(t.Context(), f.get(mdGVK, mdName), client.RawPatch(types.MergePatchType,
+		[]byte(`{"spec":{"replicas":1,"template":{"spec":{"version":"v1.35.0"}}}}`)), client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	f.settle(md)
+	f.apply(md, apply.Updated)
+	if v, _, _ := unstructured.NestedString(f.get(mdGVK, mdName).Object, "spec", "template", "spec", "version"); v != "v1.35.4" {
+		t.Errorf("after a scale and an edit of the version by someone else: version %q, want v1.35.4 put back", v)
+	}
+	f.settle(md)
+	f.apply(md, apply.Unchanged)
+	f.quiet("the apply after the repair")
 }
 
 // racingReader is a live reader after whose next read of a MachineDeployment someone

@@ -37,6 +37,9 @@ type cachedFacts struct {
 	stamped bool
 	// holdsOurs: its labels, annotations and owner references hold the desired ones.
 	holdsOurs bool
+	// specSum is the spec digest the cache recorded on it (internal/cachedspec), when desired leaves its replicas to others
+	// (only then can a confirmation outlive a generation).
+	specSum string
 }
 
 // cachedFactsOf reads cur, the cache's copy of desired's object.
@@ -45,6 +48,7 @@ func cachedFactsOf(cur client.Object, desired *unstructured.Unstructured) cached
 	return cachedFacts{
 		held: true, uid: cur.GetUID(), generation: cur.GetGeneration(),
 		stamp: stamp, stamped: stamped, holdsOurs: holdsOurs(cur, desired),
+		specSum: cachedSpecSum(cur, desired),
 	}
 }
 
@@ -56,6 +60,9 @@ type verdict struct {
 	// forget: the remembered confirmation was read and is of an object or a generation
 	// that has moved on, so it never holds again.
 	forget bool
+	// reconfirm: the remembered confirmation holds at the cached generation too (only
+	// what the body leaves to others changed), and is to be remembered at it.
+	reconfirm bool
 }
 
 // decide is the decision for the desired body sum, from the cache's copy of the object
@@ -66,7 +73,11 @@ type verdict struct {
 // current generation and it holds our metadata: the last apply sent this body, so no
 // field we sent before and dropped since is still ours, and nobody changed the spec
 // since. It is left alone too when a dry run of this body confirmed it current at its
-// generation (someone else moved the generation: cluster-autoscaler scaled it). A stamp
+// generation (someone else moved the generation: cluster-autoscaler scaled it), or at
+// an earlier generation whose spec, apart from what the body leaves to others (the
+// replicas of an autoscaled pool), is the cached one's: a scale after a scale needs no
+// dry run, which under an autoscaler's churn is most of what a pool's reconcile would
+// send. A stamp
 // at the current generation that does not leave it alone means the spec is as our last
 // apply left it, so the apply is sent at once. Anything else takes the uncached way.
 func decide(cur cachedFacts, sum digests, remembered *confirmation) verdict {
@@ -79,11 +90,20 @@ func decide(cur cachedFacts, sum digests, remembered *confirmation) verdict {
 	}
 	var v verdict
 	if remembered != nil {
-		if remembered.uid != cur.uid || remembered.generation != cur.generation {
-			v.forget = true // the object moved on; the confirmation never holds again
-		} else if remembered.body == sum.body && cur.holdsOurs {
-			v.decision = skipApply
+		ours := remembered.body == sum.body && cur.holdsOurs
+		switch {
+		case remembered.uid != cur.uid:
+			v.forget = true // another object of the name: the confirmation never holds again
+		case remembered.generation == cur.generation:
+			if ours {
+				v.decision = skipApply
+				return v
+			}
+		case ours && remembered.spec != "" && cur.specSum == remembered.spec:
+			v.decision, v.reconfirm = skipApply, true
 			return v
+		default:
+			v.forget = true // the spec moved on; the confirmation never holds again
 		}
 	}
 	if current {
@@ -110,8 +130,12 @@ func (a *Applier) decideWith(key objectKey, cur cachedFacts, sum digests) verdic
 		remembered = &c
 	}
 	v := decide(cur, sum, remembered)
-	if v.forget {
+	switch {
+	case v.forget:
 		delete(a.confirmed, key)
+	case v.reconfirm:
+		remembered.generation = cur.generation
+		a.confirmed[key] = *remembered
 	}
 	return v
 }

@@ -26,6 +26,11 @@ func TestDecide(t *testing.T) {
 	confirmedOtherBody := &confirmation{uid: uid, generation: generation, body: otherBody.body}
 	confirmedEarlier := &confirmation{uid: uid, generation: generation - 1, body: sum.body}
 	confirmedRecreated := &confirmation{uid: "uid-0", generation: generation, body: sum.body}
+	// Confirmed at an earlier generation with the digest of the spec then.
+	const liveSpec = "live spec"
+	confirmedBeforeScale := &confirmation{uid: uid, generation: generation - 1, body: sum.body, spec: liveSpec}
+	confirmedBeforeScaleOtherBody := &confirmation{uid: uid, generation: generation - 1, body: otherBody.body, spec: liveSpec}
+	withSpec := func(f cachedFacts, spec string) cachedFacts { f.specSum = spec; return f }
 
 	for _, tc := range []struct {
 		name       string
@@ -54,6 +59,15 @@ func TestDecide(t *testing.T) {
 		{"scaled, another body confirmed", held(scaled, true), confirmedOtherBody, verdict{decision: dryRunFirst}},
 		{"scaled, confirmed at an earlier generation", held(scaled, true), confirmedEarlier, verdict{decision: dryRunFirst, forget: true}},
 		{"scaled, confirmed for a deleted object of the name", held(scaled, true), confirmedRecreated, verdict{decision: dryRunFirst, forget: true}},
+
+		// Held, scaled again since a dry run confirmed this body: the spec digest tells.
+		{"scaled again, spec as confirmed", withSpec(held(scaled, true), liveSpec), confirmedBeforeScale, verdict{decision: skipApply, reconfirm: true}},
+		{"scaled again, spec changed since", withSpec(held(scaled, true), "another spec"), confirmedBeforeScale, verdict{decision: dryRunFirst, forget: true}},
+		{"scaled again, no spec digest (the pool sets its replicas)", held(scaled, true), confirmedBeforeScale, verdict{decision: dryRunFirst, forget: true}},
+		{"scaled again, spec as confirmed, our metadata gone", withSpec(held(scaled, false), liveSpec), confirmedBeforeScale, verdict{decision: dryRunFirst, forget: true}},
+		{"scaled again, spec as confirmed for another body", withSpec(held(scaled, true), liveSpec), confirmedBeforeScaleOtherBody, verdict{decision: dryRunFirst, forget: true}},
+		{"scaled again, confirmed with no spec digest", withSpec(held(scaled, true), ""), confirmedEarlier, verdict{decision: dryRunFirst, forget: true}},
+		{"recreated, spec as confirmed", withSpec(held(scaled, true), liveSpec), &confirmation{uid: "uid-0", generation: generation - 1, body: sum.body, spec: liveSpec}, verdict{decision: dryRunFirst, forget: true}},
 
 		// Held without a readable stamp: someone else wrote or removed it.
 		{"no stamp, nothing confirmed", held(nil, true), nil, verdict{decision: dryRunFirst}},

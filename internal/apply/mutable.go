@@ -24,11 +24,13 @@ type objectKey struct {
 }
 
 // confirmation is a generation of an object at which a dry run of a body found it
-// current.
+// current, and the digest of its spec then (liveSpecSum; empty when it could not be
+// computed, and then the confirmation holds at that generation only).
 type confirmation struct {
 	uid        types.UID
 	generation int64
 	body       string
+	spec       string
 }
 
 // apply is the rule for mutable objects: create by apply when missing; otherwise a dry
@@ -71,7 +73,7 @@ func (a *Applier) apply(ctx context.Context, owner Owner, desired *unstructured.
 		}
 		if sameObject(dry, live, desired) {
 			a.count(func(s *Stats) { s.Skipped++ })
-			a.confirm(key, live, sum)
+			a.confirm(key, live, desired, sum)
 			return Unchanged, nil, nil
 		}
 		// The dry run answers for the object as the server holds it then, at the
@@ -114,15 +116,19 @@ func (a *Applier) send(ctx context.Context, key objectKey, desired *unstructured
 
 // confirm remembers that a dry run of the body found live current at its generation,
 // when its annotation does not say so itself.
-func (a *Applier) confirm(key objectKey, live metav1.Object, sum digests) {
+func (a *Applier) confirm(key objectKey, live, desired *unstructured.Unstructured, sum digests) {
 	if a.cached == nil {
 		return // only the cached path reads confirmations
 	}
 	if last, ok := readStamp(live); ok && last.generation == live.GetGeneration() && last.body == sum.body {
 		return
 	}
+	var spec string
+	if !sendsReplicas(desired) {
+		spec = a.liveSpecSum(live)
+	}
 	a.mu.Lock()
-	a.confirmed[key] = confirmation{uid: live.GetUID(), generation: live.GetGeneration(), body: sum.body}
+	a.confirmed[key] = confirmation{uid: live.GetUID(), generation: live.GetGeneration(), body: sum.body, spec: spec}
 	a.mu.Unlock()
 }
 

@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
+	"github.com/nodegroup-io/nodegroup-operator/internal/cachedspec"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 )
@@ -170,6 +171,9 @@ func trimMachineDeployment(in any) (any, error) {
 	}
 	out := &clusterv1.MachineDeployment{TypeMeta: md.TypeMeta, ObjectMeta: md.ObjectMeta}
 	compactMeta(out)
+	// What the trimmed spec no longer shows, as a digest: apply compares it to tell a
+	// scale from a change of the spec without a dry run.
+	out.SetAnnotations(cachedspec.Annotate(out.GetAnnotations(), md))
 	out.Spec.Replicas = md.Spec.Replicas
 	out.Spec.Template.Spec = templateRefs(md.Spec.Template.Spec)
 	out.Status.Replicas = md.Status.Replicas
@@ -273,6 +277,7 @@ func trimMachineHealthCheck(in any) (any, error) {
 	}
 	out := &clusterv1.MachineHealthCheck{TypeMeta: mhc.TypeMeta, ObjectMeta: mhc.ObjectMeta}
 	compactMeta(out)
+	out.SetAnnotations(cachedspec.Annotate(out.GetAnnotations(), mhc))
 	return out, nil
 }
 
