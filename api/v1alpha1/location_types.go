@@ -60,8 +60,8 @@ type LocationProvider struct {
 	// +optional
 	KubeVirt *KubeVirtProvider `json:"kubevirt,omitempty"`
 
-	// proxmox runs machines as Proxmox VE VMs. Accepted by the API; the operator reports
-	// pools on it as not yet supported.
+	// proxmox runs machines as Proxmox VE VMs. The operator renders their machine
+	// templates but does not yet create machines there: pools on it report so.
 	// +optional
 	Proxmox *ProxmoxProvider `json:"proxmox,omitempty"`
 
@@ -116,15 +116,186 @@ type KubeVirtNetwork struct {
 	NetworkName string `json:"networkName"`
 }
 
-// ProxmoxProvider places VMs on a Proxmox VE cluster.
+// ProxmoxProvider places VMs on a Proxmox VE cluster through the Cluster API Proxmox
+// provider (capmox v0.9). Everything here is the platform's: tenants may read a Location,
+// so it names the credentials Secret but never holds the token.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.ipv4) || has(self.ipv6)",message="spec.provider.proxmox must set ipv4, ipv6 or both: every worker gets its address from them"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || self.ipv4.addresses.all(a, a.contains('/') ? isCIDR(a) && cidr(a).ip().family() == 4 : a.split('-').size() <= 2 && a.split('-').all(p, isIP(p) && ip(p).family() == 4))",message="spec.provider.proxmox.ipv4.addresses must be IPv4 addresses, ranges (first-last) or CIDRs"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || (isIP(self.ipv4.gateway) && ip(self.ipv4.gateway).family() == 4)",message="spec.provider.proxmox.ipv4.gateway must be an IPv4 address"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv4) || self.ipv4.prefix <= 32",message="spec.provider.proxmox.ipv4.prefix must be between 1 and 32"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || self.ipv6.addresses.all(a, a.contains('/') ? isCIDR(a) && cidr(a).ip().family() == 6 : a.split('-').size() <= 2 && a.split('-').all(p, isIP(p) && ip(p).family() == 6))",message="spec.provider.proxmox.ipv6.addresses must be IPv6 addresses, ranges (first-last) or CIDRs"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipv6) || (isIP(self.ipv6.gateway) && ip(self.ipv6.gateway).family() == 6)",message="spec.provider.proxmox.ipv6.gateway must be an IPv6 address"
+// +kubebuilder:validation:XValidation:rule="self.dnsServers.all(s, isIP(s))",message="spec.provider.proxmox.dnsServers must be IP addresses"
 type ProxmoxProvider struct {
-	// credentialsRef names the Secret with the Proxmox API token.
+	// credentialsRef names the Secret with the Proxmox API endpoint and token (keys url,
+	// token, secret, as capmox reads them), in the platform's namespace. Tenants never
+	// see it: the operator copies it into each tenant namespace that has pools here.
+	// Give each location its own API token with the least privileges capmox documents.
 	// +required
 	CredentialsRef SecretReference `json:"credentialsRef"`
-	// sourceNode is the Proxmox node holding the VM template.
+
+	// tenantAPIServer says how workers here reach their tenant's API server. Unset,
+	// they dial the tenant Cluster's spec.controlPlaneEndpoint, which must then be
+	// reachable from this location.
+	// +optional
+	TenantAPIServer *ProxmoxTenantAPIServer `json:"tenantAPIServer,omitempty"`
+
+	// ipv4 is the pool the workers' IPv4 addresses come from (the Cluster API in-cluster
+	// IPAM provider serves it; capmox has no DHCP mode).
+	// +optional
+	IPv4 *ProxmoxIPPool `json:"ipv4,omitempty"`
+
+	// ipv6 is the pool of the workers' IPv6 addresses, alone or beside ipv4.
+	// +optional
+	IPv6 *ProxmoxIPPool `json:"ipv6,omitempty"`
+
+	// dnsServers are the workers' name servers.
 	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=45
+	DNSServers []string `json:"dnsServers,omitempty"`
+
+	// allowedNodes are the Proxmox nodes VMs may be placed on. Unset: any node of the
+	// Proxmox cluster (capmox's choice).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$`
+	AllowedNodes []string `json:"allowedNodes,omitempty"`
+
+	// network is the bridge (and VLAN) the workers' network device is on.
+	// +required
+	Network ProxmoxNetwork `json:"network"`
+
+	// template says which VM template a pool's machines are cloned from, per Talos
+	// version. The platform builds the templates (this project does not).
+	// +required
+	Template ProxmoxTemplate `json:"template"`
+
+	// bootDisk is the template's boot disk device, which capmox grows to the pool's
+	// spec.ephemeralStorage.
+	// +optional
+	// +kubebuilder:default=scsi0
+	// +kubebuilder:validation:Pattern=`^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5]))$`
+	BootDisk string `json:"bootDisk,omitempty"`
+
+	// storage is the Proxmox storage of the cloned disks. Unset: the template's.
+	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	SourceNode string `json:"sourceNode"`
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][-A-Za-z0-9_.]*$`
+	Storage string `json:"storage,omitempty"`
+}
+
+// ProxmoxTenantAPIServer names a tenant's API server as workers in a location see it.
+//
+// A host and port rather than a URL: Talos (a https URL), kubeadm and capmox
+// (ProxmoxCluster.spec.controlPlaneEndpoint) each take host and port, and a URL would
+// admit a scheme, path, user or query none of them can use. A domain rather than one
+// host: a location serves many tenants, each with its own API server and certificate.
+type ProxmoxTenantAPIServer struct {
+	// domain names every tenant's API server for workers here:
+	// <cluster>.<namespace>.<domain>. The platform resolves these names from this
+	// location to where the tenant's Kamaji API server answers, and its certificate
+	// must carry the name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=120
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Domain string `json:"domain"`
+
+	// port workers dial. Unset: the port of the tenant Cluster's
+	// spec.controlPlaneEndpoint.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+}
+
+// ProxmoxIPPool is a range of addresses for the workers of a location, with the prefix
+// and gateway of their network.
+type ProxmoxIPPool struct {
+	// addresses are single addresses, ranges (first-last) or CIDRs.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=90
+	Addresses []string `json:"addresses,omitempty"`
+	// prefix is the length of the workers' network prefix.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	Prefix int32 `json:"prefix"`
+	// gateway is the workers' default gateway.
+	// +required
+	// +kubebuilder:validation:MaxLength=45
+	Gateway string `json:"gateway"`
+}
+
+// ProxmoxNetwork is where a worker's network device is attached.
+type ProxmoxNetwork struct {
+	// bridge is the Proxmox bridge (or SDN VNet), such as vmbr0.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][-A-Za-z0-9_.]*$`
+	Bridge string `json:"bridge"`
+	// vlan tags the device. Unset: untagged.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4094
+	VLAN int32 `json:"vlan,omitempty"`
+}
+
+// ProxmoxTemplate chooses the VM template of a pool by its Talos version: by tags, or by
+// template ID on a source node.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.tags) != has(self.ids)",message="spec.provider.proxmox.template must set exactly one of tags and ids"
+// +kubebuilder:validation:XValidation:rule="has(self.ids) == has(self.sourceNode)",message="spec.provider.proxmox.template.sourceNode is required with template.ids, and only with them"
+type ProxmoxTemplate struct {
+	// tags select the template by its Proxmox tags: the one template that carries all
+	// of them and the tag talos-<version> of the pool's Talos release (talos-v1.11.5)
+	// (capmox's templateSelector, matchPolicy uniqueSubset).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9_][-a-z0-9_+.]*$`
+	Tags []string `json:"tags,omitempty"`
+
+	// ids name the template of each Talos release by its VM ID. A pool whose Talos
+	// release has none is not rendered.
+	// +optional
+	// +listType=map
+	// +listMapKey=talosVersion
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	IDs []ProxmoxTemplateID `json:"ids,omitempty"`
+
+	// sourceNode is the Proxmox node that holds the templates named by ids.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$`
+	SourceNode string `json:"sourceNode,omitempty"`
+}
+
+// ProxmoxTemplateID is the VM template of one Talos release.
+type ProxmoxTemplateID struct {
+	// talosVersion is the Talos release, such as v1.11.5.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	TalosVersion string `json:"talosVersion"`
+	// templateID is the template's Proxmox VM ID.
+	// +required
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=999999999
+	TemplateID int32 `json:"templateID"`
 }
 
 // HCloudProvider places servers in Hetzner Cloud.

@@ -311,11 +311,13 @@ type NodeGroupStatus struct {
 	// the MachineDeployment, in Cluster API's v1beta2 style, Available, RollingOut,
 	// ScalingUp, ScalingDown and UpToDate; on Talos pools TalosIdentityReady and
 	// TenantClusterReachable; on autoscaled pools AutoscalerReady and AbleToScaleUp;
-	// TemplatesIntact once someone else changed one of the pool's templates.
+	// TemplatesIntact once someone else changed one of the pool's templates; Paused
+	// while its Cluster or the pool is paused. Room for twice as many as a pool carries
+	// today, so a condition a later version adds is not refused.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// os is the operating system resolved from the class.
@@ -421,11 +423,20 @@ type MachineNotRunning struct {
 	Message string `json:"message,omitempty"`
 }
 
+// clusterctl move carries pools with their Cluster through the two labels of the
+// NodeGroup CRD below: clusterctl discovers the kinds of CRDs labelled
+// clusterctl.cluster.x-k8s.io, and moves a pool with everything it owns (its
+// MachineDeployment, health check, templates and pull secret copies) for
+// move-hierarchy. NodeGroupClasses and Locations are the platform's: the target
+// management cluster must have them already.
+
 // NodeGroup is a tenant's worker pool: machines of one class, in one location, joined to
 // one Cluster in the same namespace.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move-hierarchy="
 // +kubebuilder:resource:shortName=ng;ngs,categories=nodegroup-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`

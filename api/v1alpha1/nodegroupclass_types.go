@@ -114,7 +114,9 @@ type SecretReference struct {
 // PoolRule is a CEL expression over a pool (`object`) and a message for when it is false.
 type PoolRule struct {
 	// rule is a CEL expression that must be true for every pool on the class, for
-	// example `quantity(object.spec.resources.memory).isGreaterThan(quantity('4Gi'))`.
+	// example `object.spec.maxReplicas <= 20`. CEL's standard library, optional values,
+	// cel.bind and the string extensions are available; Kubernetes' own CEL functions
+	// (quantity(), ...) are not.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024

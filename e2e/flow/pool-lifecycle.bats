@@ -40,9 +40,12 @@ setup() {
 }
 
 @test "the platform prepares a tenant: its cluster and control plane, nothing else" {
-  # The platform's own objects: the management DNS Service and a Kairos class.
+  # The platform's own objects: a Kairos class and a location.
   kubectl apply -f examples/platform.yaml
   kubectl apply -f examples/tenant.yaml
+  # What a real cluster and Kamaji would have made: the management DNS Service and the
+  # tenant API server's Service (this environment runs neither).
+  kubectl apply -f hack/demo/stand-ins.yaml
   run kubectl get nodegroupclasses
   [ "$status" -eq 0 ]
   [[ "$output" == *talos* ]]

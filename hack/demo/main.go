@@ -1,7 +1,9 @@
 // Command demo shows the operator at work on a laptop: it starts a local control plane
 // (etcd and kube-apiserver from hack/testbin.sh's cache) with this project's CRDs and the
 // upstream Cluster API provider CRDs, runs the operator binary against it, applies
-// examples/, waits until the pools are reconciled and prints what the operator made.
+// examples/ with the stand-ins of hack/demo/stand-ins.yaml (the Services a real cluster
+// and Kamaji would have), waits until the pools are reconciled and prints what the
+// operator made.
 //
 // The chart is installed with the Helm Go SDK and the operator runs with the arguments
 // and environment of the chart's Deployment, under the chart's ServiceAccount, with its
@@ -107,17 +109,18 @@ func run(keep bool, start time.Time) error {
 	}()
 
 	// Through the operator's webhook: a pool it refuses fails here.
-	step("applying examples/")
+	step("applying examples/ and the demo's stand-ins")
 	c := env.Client
-	for _, f := range []string{"platform.yaml", "tenant.yaml"} {
-		if err := applyFile(ctx, c, filepath.Join(root, "examples", f)); err != nil {
+	for _, f := range []string{"examples/platform.yaml", "examples/tenant.yaml", "hack/demo/stand-ins.yaml"} {
+		if err := applyFile(ctx, c, filepath.Join(root, filepath.FromSlash(f))); err != nil {
 			return err
 		}
 	}
-	// No Kamaji or Cluster API runs here: the demo writes what they would, the cluster's
-	// CA, a kubeconfig that names this API server as the tenant cluster, and its address
-	// as the Cluster's control-plane endpoint. The operator makes the Talos join
-	// identity from them.
+	// No cluster DNS, Kamaji or Cluster API runs here: the stand-ins are the DNS Service
+	// and the tenant API server's Service, and the demo writes what the providers would,
+	// the cluster's CA, a kubeconfig that names this API server as the tenant cluster,
+	// and its address as the Cluster's control-plane endpoint. The operator makes the
+	// Talos join identity from them.
 	if err := playControlPlaneProvider(ctx, c, "tenant-demo", "demo", env.KubeConfig(), env.Config.Host); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 func TestLint(t *testing.T) {
 	// The oldest Kubernetes the charts support (kubeVersion), so an API deprecated by
 	// then is a warning.
-	kubeVersion := &chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "30"}
+	kubeVersion := &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
 	lint := func(t *testing.T, dir string, values map[string]any) {
 		t.Helper()
 		l := action.NewLint()

@@ -19,6 +19,11 @@ const (
 	AutoscaledValue = "true"
 	// LabelClusterName is Cluster API's cluster label.
 	LabelClusterName = "cluster.x-k8s.io/cluster-name"
+	// LabelTenantCluster and LabelLocation mark what the operator makes for a tenant
+	// cluster on one location (a satellite's InfraCluster): the tenant's Cluster and the
+	// Location, as label values.
+	LabelTenantCluster = "nodegroup.io/tenant-cluster"
+	LabelLocation      = "nodegroup.io/location"
 
 	// NodeLabelPool and NodeLabelLocation reach the Node: Cluster API syncs labels in the
 	// node.cluster.x-k8s.io domain from Machine to Node.

@@ -18,7 +18,31 @@ const (
 	maxLabelValue = 63
 	// nameHashLen is the length of the hash suffix added to a shortened name.
 	nameHashLen = 8
+	// maxClusterName keeps a satellite Cluster's name a valid label value, which Cluster
+	// API writes it as (cluster.x-k8s.io/cluster-name).
+	maxClusterName = 63
 )
+
+// SatelliteName is the name of the Cluster API Cluster that runs a tenant cluster's
+// pools on one location, and of its InfraCluster: `<cluster>-<location>-<hash>`, the
+// readable part shortened and its dots made dashes so the whole is a DNS label, the hash
+// (of cluster and location) always there. It lives in the tenant's namespace beside the
+// tenant's own Clusters: the hash keeps it from taking the name of a Cluster the tenant
+// calls `<cluster>-<location>`, and keeps ("a-b", "c") and ("a", "b-c") apart.
+func SatelliteName(cluster, location string) string {
+	sum := sha256.Sum256([]byte(cluster + "/" + location))
+	prefix := strings.ReplaceAll(cluster+"-"+location, ".", "-")
+	if max := maxClusterName - 1 - nameHashLen; len(prefix) > max {
+		prefix = strings.TrimRight(prefix[:max], "-")
+	}
+	return prefix + "-" + hex.EncodeToString(sum[:])[:nameHashLen]
+}
+
+// ProxmoxCredentialsName is the name of the operator's copy, in a tenant namespace, of
+// a Proxmox location's credentials Secret.
+func ProxmoxCredentialsName(location string) string {
+	return LabelValue("nodegroup-proxmox-" + location)
+}
 
 // MachineDeploymentName is the stable name of a pool's MachineDeployment:
 // `<cluster>-<pool>`, shortened with a hash of the full name when that is too long.

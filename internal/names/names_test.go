@@ -42,3 +42,30 @@ func TestNames(t *testing.T) {
 		t.Errorf("LabelValue(short) = %q", got)
 	}
 }
+
+func TestSatelliteName(t *testing.T) {
+	long := strings.Repeat("c", 60)
+	seen := map[string][2]string{}
+	for _, pair := range [][2]string{
+		{"tenant-a", "pve-lab"}, {"tenant-a", "pve.lab"}, {"tenant-a", "pve-lab2"},
+		{"a-b", "c"}, {"a", "b-c"}, {long, "pve-lab"}, {long, "pve-wan"}, {"t", long + "-" + long},
+	} {
+		got := SatelliteName(pair[0], pair[1])
+		if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
+			t.Errorf("SatelliteName(%q, %q) = %q is not a DNS label: %v", pair[0], pair[1], got, errs)
+		}
+		if prev, ok := seen[got]; ok {
+			t.Errorf("SatelliteName gives %q to both %q and %q", got, prev, pair)
+		}
+		seen[got] = pair
+		if got != SatelliteName(pair[0], pair[1]) {
+			t.Errorf("SatelliteName(%q, %q) is not stable", pair[0], pair[1])
+		}
+	}
+	if got := SatelliteName("tenant-a", "pve-lab"); !strings.HasPrefix(got, "tenant-a-pve-lab-") || len(got) != len("tenant-a-pve-lab-")+nameHashLen {
+		t.Errorf("SatelliteName(tenant-a, pve-lab) = %q, want tenant-a-pve-lab-<hash>", got)
+	}
+	if got := ProxmoxCredentialsName(long + long); len(validation.IsDNS1123Subdomain(got)) > 0 || len(got) > 63 {
+		t.Errorf("ProxmoxCredentialsName = %q", got)
+	}
+}

@@ -200,6 +200,19 @@ func (p fuzzPool) build() (pool, class, location []byte) {
 		kubevirt["storageClassName"] = p.storageClass
 	}
 	locSpec := map[string]any{"provider": map[string]any{"type": "KubeVirt", "kubevirt": kubevirt}, "allowedNamespaces": map[string]any{}}
+	if on(20) {
+		// A Proxmox location whose free-text fields are the fuzzer's: the bridge, a
+		// template tag, a node, the tenant API server's domain.
+		locSpec["provider"] = map[string]any{"type": "Proxmox", "proxmox": map[string]any{
+			"credentialsRef":  map[string]any{"namespace": "platform", "name": "pve"},
+			"tenantAPIServer": map[string]any{"domain": p.region},
+			"ipv4":            map[string]any{"addresses": []any{"10.20.0.10-10.20.0.99"}, "prefix": 16, "gateway": "10.20.0.1"},
+			"dnsServers":      []any{"10.20.0.2"},
+			"allowedNodes":    []any{p.region},
+			"network":         map[string]any{"bridge": p.storageClass},
+			"template":        map[string]any{"tags": []any{p.zone}},
+		}}
+	}
 	if on(18) {
 		locSpec["zone"] = p.zone
 	}
@@ -283,6 +296,9 @@ func renderPool(t *testing.T, p fuzzPool) string {
 		return fmt.Sprintf("refused by the webhook: %v", v)
 	}
 	out, err := render.Render(in)
+	if notYet := (*render.ProxmoxMachinesNotYetError)(nil); errors.As(err, &notYet) {
+		return renderProxmox(t, in, poolDoc)
+	}
 	if err != nil {
 		return "not rendered: " + err.Error()
 	}
@@ -322,8 +338,53 @@ func renderPool(t *testing.T, p fuzzPool) string {
 	return "rendered"
 }
 
+// renderProxmox renders what a pool on a Proxmox location makes today, its machine
+// template and its cluster's ProxmoxCluster, with the checks of renderPool: the same
+// objects twice, and every one admitted by capmox's CRD.
+func renderProxmox(t *testing.T, in *render.Input, poolDoc []byte) string {
+	tmpl, err := render.ProxmoxMachineTemplate(in)
+	if err != nil {
+		return "not rendered: " + err.Error()
+	}
+	sat := &render.SatelliteInput{Namespace: in.Namespace, Cluster: in.Cluster, LocationName: in.LocationName, Location: in.Location}
+	cluster, err := render.ProxmoxCluster(sat)
+	if err != nil {
+		return "not rendered: " + err.Error()
+	}
+	tmpl2, err1 := render.ProxmoxMachineTemplate(in)
+	cluster2, err2 := render.ProxmoxCluster(sat)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("a second render of the same Proxmox pool fails: %v %v", err1, err2)
+	}
+	kinds, err := upstreamKinds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := scheme.New()
+	for i, obj := range []client.Object{tmpl, cluster} {
+		first, _ := json.Marshal(obj)
+		second, _ := json.Marshal([]client.Object{tmpl2, cluster2}[i])
+		if !bytes.Equal(first, second) {
+			t.Fatalf("the same Proxmox pool renders differently:\n%s\n%s", first, second)
+		}
+		u, err := toUnstructured(s, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := kinds[u.GroupVersionKind()]
+		if k == nil {
+			t.Fatalf("render wrote %s, which no upstream CRD serves", u.GroupVersionKind())
+		}
+		if err := k.Create(context.Background(), u); err != nil {
+			t.Fatalf("capmox's CRD refuses the %s of pool\n%s\n%v\n%s", u.GetKind(), poolDoc, err, first)
+		}
+	}
+	return "rendered"
+}
+
 // fuzzSeeds are pools that render: Talos and Kairos, from the built-in and the fuzzed
-// class and location, sized by resources and by instancetype, with every optional part.
+// class and location (KubeVirt and Proxmox), sized by resources and by instancetype, with
+// every optional part.
 func fuzzSeeds() []fuzzPool {
 	base := fuzzPool{minReplicas: 1, maxReplicas: 3, cpu: "2", memory: "4Gi", instanceType: "u1.medium",
 		ephemeralStorage: "20Gi", roles: "worker,system", labelKey: "workload", labelValue: "batch",
@@ -346,6 +407,7 @@ func fuzzSeeds() []fuzzPool {
 		{base, 1<<1 | 1<<6},
 		{kairos, 1<<3 | 1<<4 | 1<<13 | 1<<16},
 		{kairos, 1 | 1<<13 | 1<<15 | 1<<16 | 1<<17 | 1<<18 | 1<<19},
+		{base, 1<<3 | 1<<15 | 1<<18 | 1<<19 | 1<<20},
 	} {
 		s.p.flags = s.flags
 		seeds = append(seeds, s.p)

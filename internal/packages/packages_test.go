@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
@@ -23,13 +24,15 @@ type provider struct {
 	Version  string   `json:"version"`
 	Contract string   `json:"contract"`
 	Serves   []string `json:"serves"`
-	Reason   string   `json:"reason"`
+	// RequiredBy names the pinned provider that needs this one, for a provider whose
+	// kinds the operator neither renders nor reads (capmox's IPAM provider).
+	RequiredBy string `json:"requiredBy,omitempty"`
+	Reason     string `json:"reason"`
 }
 
-// TestProviderPinsServeWhatTheRendererEmits: every API version the operator writes or
-// reads on a provider's kinds is served by exactly one pinned provider, and every pin
-// says why.
-func TestProviderPinsServeWhatTheRendererEmits(t *testing.T) {
+// pins reads packages/capi-providers/providers.yaml.
+func pins(t *testing.T) []provider {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "packages", "capi-providers", "providers.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,16 +43,32 @@ func TestProviderPinsServeWhatTheRendererEmits(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	emitted := map[string]string{
-		clusterv1.GroupVersion.String():                "MachineDeployment, MachineHealthCheck",
-		capk.GroupVersion.String():                     "KubevirtMachineTemplate",
-		talos.GroupVersion.String():                    "TalosConfigTemplate",
-		kairos.GroupVersion.String():                   "KairosConfigTemplate",
-		kamaji.ControlPlaneGVK.GroupVersion().String(): "KamajiControlPlane",
-	}
+	return doc.Providers
+}
+
+// emitted are the API versions the operator writes or reads on providers' kinds.
+var emitted = map[string]string{
+	clusterv1.GroupVersion.String():                "MachineDeployment, MachineHealthCheck",
+	capk.GroupVersion.String():                     "KubevirtMachineTemplate",
+	capmox.GroupVersion.String():                   "ProxmoxMachineTemplate, ProxmoxCluster",
+	talos.GroupVersion.String():                    "TalosConfigTemplate",
+	kairos.GroupVersion.String():                   "KairosConfigTemplate",
+	kamaji.ControlPlaneGVK.GroupVersion().String(): "KamajiControlPlane",
+}
+
+// rendersFor says whether the operator writes or reads a kind p serves.
+func rendersFor(p provider) bool {
+	return slices.ContainsFunc(p.Serves, func(gv string) bool { return emitted[gv] != "" })
+}
+
+// TestProviderPinsServeWhatTheRendererEmits: every API version the operator writes or
+// reads on a provider's kinds is served by exactly one pinned provider, and every pin
+// says why.
+func TestProviderPinsServeWhatTheRendererEmits(t *testing.T) {
+	providers := pins(t)
 	for gv, kinds := range emitted {
 		var by []string
-		for _, p := range doc.Providers {
+		for _, p := range providers {
 			if slices.Contains(p.Serves, gv) {
 				by = append(by, p.Name)
 			}
@@ -58,33 +77,31 @@ func TestProviderPinsServeWhatTheRendererEmits(t *testing.T) {
 			t.Errorf("%s (%s) is served by %v, want exactly one pinned provider", gv, kinds, by)
 		}
 	}
-	for _, p := range doc.Providers {
+	for _, p := range providers {
 		if p.Version == "" || p.Reason == "" || p.Contract == "" {
 			t.Errorf("provider %s: version %q, contract %q, reason %q: all are required", p.Name, p.Version, p.Contract, p.Reason)
+		}
+		// A provider none of whose kinds the operator uses is pinned only for another
+		// pinned provider that the operator does use.
+		if !rendersFor(p) {
+			i := slices.IndexFunc(providers, func(o provider) bool { return o.Name == p.RequiredBy })
+			if i < 0 || !rendersFor(providers[i]) {
+				t.Errorf("provider %s serves nothing the operator uses and names no pinned provider it is required by (requiredBy %q)", p.Name, p.RequiredBy)
+			}
 		}
 	}
 }
 
 // TestProviderPinsMatchTheTestedCRDs: the tests validate rendered objects against the
-// CRDs of exactly the pinned versions.
+// CRDs of exactly the pinned versions (of the providers whose kinds the operator uses).
 func TestProviderPinsMatchTheTestedCRDs(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "packages", "capi-providers", "providers.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Providers []provider `json:"providers"`
-	}
-	if err := yaml.UnmarshalStrict(data, &doc); err != nil {
-		t.Fatal(err)
-	}
 	tested := map[string]bool{}
 	for _, u := range testenv.UpstreamCRDs() {
 		tested[u.Version] = true
 		tested[u.Ref] = true
 	}
-	for _, p := range doc.Providers {
-		if !tested[p.Version] {
+	for _, p := range pins(t) {
+		if rendersFor(p) && !tested[p.Version] {
 			t.Errorf("provider %s is pinned at %s, but the tests take CRDs of no such version", p.Name, p.Version)
 		}
 	}

@@ -47,6 +47,15 @@ func Render(in *Input) (*Output, error) {
 	if err := checkInput(in); err != nil {
 		return nil, err
 	}
+	if in.Location.Provider.Proxmox != nil {
+		// The machine template renders; the MachineDeployment would run under the
+		// location's satellite Cluster, which this operator version does not make.
+		t, err := ProxmoxMachineTemplate(in)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &ProxmoxMachinesNotYetError{Location: in.LocationName, Template: t.Name}
+	}
 	meta := poolMetadata(in)
 	infra, err := kubevirtMachineTemplate(in)
 	if err != nil {

@@ -9,27 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
-	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
-	"github.com/nodegroup-io/nodegroup-operator/internal/offline"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
-	"github.com/nodegroup-io/nodegroup-operator/internal/scheme"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
 // TestResolveReportsWhatPassed: a failed resolve says which of its conditions passed,
 // and returns what it resolved for them, so the controller can report them True.
 func TestResolveReportsWhatPassed(t *testing.T) {
-	store := offline.NewStore(scheme.New())
-	once, objs, err := testenv.TenantObjects("tenant-a", testenv.TenantOptions{TalosSecret: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, obj := range append(once, objs...) {
-		if err := store.AddObject(obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r := &resolve.Resolver{Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default()}
+	r := tenantResolver(t)
 	for _, tc := range []struct {
 		name      string
 		spec      v1.NodeGroupSpec

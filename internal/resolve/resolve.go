@@ -250,9 +250,11 @@ func (r *Resolver) location(ctx context.Context, ng *v1.NodeGroup) (v1.LocationS
 	}
 	// Whether the location admits the pool's namespace is a rule of internal/policy,
 	// which the reconciler evaluates after resolve (and the webhook at admission).
-	if loc.Spec.Provider.KubeVirt == nil {
+	// A Proxmox location resolves: render makes the pool's machine template and says,
+	// on Rendered, that machines there are not made yet.
+	if loc.Spec.Provider.KubeVirt == nil && loc.Spec.Provider.Proxmox == nil {
 		return v1.LocationSpec{}, fail(v1.ConditionLocationResolved, ReasonProviderNotSupported, false,
-			"Location %q uses provider %s, which this operator version does not run yet: use a KubeVirt location", name, loc.Spec.Provider.Type)
+			"Location %q uses provider %s, which this operator version does not run yet: use a KubeVirt or Proxmox location", name, loc.Spec.Provider.Type)
 	}
 	return loc.Spec, nil
 }

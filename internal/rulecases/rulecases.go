@@ -284,6 +284,94 @@ func KubeVirtLocation(name string) *v1.Location {
 	}}
 }
 
+// ProxmoxLocation is a valid Location on Proxmox VE, which each Proxmox case changes in
+// one way.
+func ProxmoxLocation(name string, mutate func(*v1.ProxmoxProvider)) *v1.Location {
+	pve := &v1.ProxmoxProvider{
+		CredentialsRef:  v1.SecretReference{Namespace: "platform", Name: "pve-lab"},
+		TenantAPIServer: &v1.ProxmoxTenantAPIServer{Domain: "k8s.lab.example.com", Port: 443},
+		IPv4:            &v1.ProxmoxIPPool{Addresses: []string{"10.20.0.10-10.20.0.99", "10.20.1.0/25", "10.20.2.7"}, Prefix: 16, Gateway: "10.20.0.1"},
+		DNSServers:      []string{"10.20.0.2", "2001:db8::53"},
+		AllowedNodes:    []string{"pve1", "pve2"},
+		Network:         v1.ProxmoxNetwork{Bridge: "vmbr0", VLAN: 120},
+		Template:        v1.ProxmoxTemplate{Tags: []string{"talos", "worker"}},
+	}
+	if mutate != nil {
+		mutate(pve)
+	}
+	return &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.LocationSpec{
+		Provider: v1.LocationProvider{Type: v1.ProviderProxmox, Proxmox: pve},
+		Region:   "eu-central", Zone: "lab",
+	}}
+}
+
+// proxmoxLocations are the cases of the Proxmox provider's rules.
+func proxmoxLocations() []ObjectCase {
+	pve := ProxmoxLocation
+	return []ObjectCase{
+		{Name: "proxmox location", Obj: pve("pve-lab", nil)},
+		{Name: "proxmox dual stack", Obj: pve("pve-dual", func(p *v1.ProxmoxProvider) {
+			p.IPv6 = &v1.ProxmoxIPPool{Addresses: []string{"2001:db8:1::10-2001:db8:1::ff", "2001:db8:2::/120"}, Prefix: 64, Gateway: "2001:db8:1::1"}
+		})},
+		{Name: "proxmox ipv6 only", Obj: pve("pve-v6", func(p *v1.ProxmoxProvider) {
+			p.IPv4, p.IPv6 = nil, &v1.ProxmoxIPPool{Addresses: []string{"2001:db8:1::10"}, Prefix: 64, Gateway: "fe80::1"}
+		})},
+		{Name: "proxmox templates by id", Obj: pve("pve-ids", func(p *v1.ProxmoxProvider) {
+			p.Template = v1.ProxmoxTemplate{SourceNode: "pve1", IDs: []v1.ProxmoxTemplateID{{TalosVersion: "v1.11.5", TemplateID: 9000}}}
+		})},
+		{Name: "proxmox with the tenant's own endpoint", Obj: pve("pve-own-endpoint", func(p *v1.ProxmoxProvider) { p.TenantAPIServer = nil })},
+		{Name: "proxmox without a pool refused", Obj: pve("pve-nopool", func(p *v1.ProxmoxProvider) { p.IPv4 = nil }),
+			WantErr: "spec.provider.proxmox must set ipv4, ipv6 or both"},
+		{Name: "proxmox ipv6 address in ipv4 refused", Obj: pve("pve-v4-family", func(p *v1.ProxmoxProvider) { p.IPv4.Addresses = []string{"2001:db8::1"} }),
+			WantErr: "spec.provider.proxmox.ipv4.addresses must be IPv4 addresses, ranges (first-last) or CIDRs"},
+		{Name: "proxmox malformed range refused", Obj: pve("pve-v4-range", func(p *v1.ProxmoxProvider) { p.IPv4.Addresses = []string{"10.0.0.1-10.0.0.2-10.0.0.3"} }),
+			WantErr: "spec.provider.proxmox.ipv4.addresses must be IPv4 addresses, ranges (first-last) or CIDRs"},
+		{Name: "proxmox hostname as address refused", Obj: pve("pve-v4-name", func(p *v1.ProxmoxProvider) { p.IPv4.Addresses = []string{"pool.example.com"} }),
+			WantErr: "spec.provider.proxmox.ipv4.addresses must be IPv4 addresses, ranges (first-last) or CIDRs"},
+		{Name: "proxmox ipv4 address in ipv6 refused", Obj: pve("pve-v6-family", func(p *v1.ProxmoxProvider) {
+			p.IPv6 = &v1.ProxmoxIPPool{Addresses: []string{"10.0.0.0/24"}, Prefix: 64, Gateway: "2001:db8::1"}
+		}), WantErr: "spec.provider.proxmox.ipv6.addresses must be IPv6 addresses, ranges (first-last) or CIDRs"},
+		{Name: "proxmox ipv4 gateway not an address refused", Obj: pve("pve-v4-gw", func(p *v1.ProxmoxProvider) { p.IPv4.Gateway = "gw.example.com" }),
+			WantErr: "spec.provider.proxmox.ipv4.gateway must be an IPv4 address"},
+		{Name: "proxmox ipv6 gateway of ipv4 refused", Obj: pve("pve-v6-gw", func(p *v1.ProxmoxProvider) {
+			p.IPv6 = &v1.ProxmoxIPPool{Addresses: []string{"2001:db8::10"}, Prefix: 64, Gateway: "10.0.0.1"}
+		}), WantErr: "spec.provider.proxmox.ipv6.gateway must be an IPv6 address"},
+		{Name: "proxmox ipv4 prefix above 32 refused", Obj: pve("pve-v4-prefix", func(p *v1.ProxmoxProvider) { p.IPv4.Prefix = 33 }),
+			WantErr: "spec.provider.proxmox.ipv4.prefix must be between 1 and 32"},
+		{Name: "proxmox dns server not an address refused", Obj: pve("pve-dns", func(p *v1.ProxmoxProvider) { p.DNSServers = []string{"dns.example.com"} }),
+			WantErr: "spec.provider.proxmox.dnsServers must be IP addresses"},
+		{Name: "proxmox without dns servers refused", Obj: pve("pve-nodns", func(p *v1.ProxmoxProvider) { p.DNSServers = nil }),
+			WantErr: "spec.provider.proxmox.dnsServers: Required value"},
+		{Name: "proxmox template by tags and ids refused", Obj: pve("pve-both", func(p *v1.ProxmoxProvider) {
+			p.Template.IDs, p.Template.SourceNode = []v1.ProxmoxTemplateID{{TalosVersion: "v1.11.5", TemplateID: 9000}}, "pve1"
+		}), WantErr: "spec.provider.proxmox.template must set exactly one of tags and ids"},
+		{Name: "proxmox template by neither refused", Obj: pve("pve-neither", func(p *v1.ProxmoxProvider) { p.Template.Tags = nil }),
+			WantErr: "spec.provider.proxmox.template must set exactly one of tags and ids"},
+		{Name: "proxmox template ids without source node refused", Obj: pve("pve-nosource", func(p *v1.ProxmoxProvider) {
+			p.Template = v1.ProxmoxTemplate{IDs: []v1.ProxmoxTemplateID{{TalosVersion: "v1.11.5", TemplateID: 9000}}}
+		}), WantErr: "spec.provider.proxmox.template.sourceNode is required with template.ids, and only with them"},
+		{Name: "proxmox source node with tags refused", Obj: pve("pve-tags-source", func(p *v1.ProxmoxProvider) { p.Template.SourceNode = "pve1" }),
+			WantErr: "spec.provider.proxmox.template.sourceNode is required with template.ids, and only with them"},
+		{Name: "proxmox template tag with a space refused", Obj: pve("pve-tag", func(p *v1.ProxmoxProvider) { p.Template.Tags = []string{"talos worker"} }),
+			WantErr: "spec.provider.proxmox.template.tags[0]: Invalid value"},
+		{Name: "proxmox template id of a minor refused", Obj: pve("pve-id-minor", func(p *v1.ProxmoxProvider) {
+			p.Template = v1.ProxmoxTemplate{SourceNode: "pve1", IDs: []v1.ProxmoxTemplateID{{TalosVersion: "v1.11", TemplateID: 9000}}}
+		}), WantErr: "spec.provider.proxmox.template.ids[0].talosVersion: Invalid value"},
+		{Name: "proxmox bridge with a slash refused", Obj: pve("pve-bridge", func(p *v1.ProxmoxProvider) { p.Network.Bridge = "vmbr0/../x" }),
+			WantErr: "spec.provider.proxmox.network.bridge: Invalid value"},
+		{Name: "proxmox vlan out of range refused", Obj: pve("pve-vlan", func(p *v1.ProxmoxProvider) { p.Network.VLAN = 4095 }),
+			WantErr: "spec.provider.proxmox.network.vlan: Invalid value: 4095"},
+		{Name: "proxmox node name with a dot refused", Obj: pve("pve-node", func(p *v1.ProxmoxProvider) { p.AllowedNodes = []string{"pve1.example.com"} }),
+			WantErr: "spec.provider.proxmox.allowedNodes[0]: Invalid value"},
+		{Name: "proxmox endpoint domain with a scheme refused", Obj: pve("pve-domain", func(p *v1.ProxmoxProvider) { p.TenantAPIServer.Domain = "https://k8s.example.com" }),
+			WantErr: "spec.provider.proxmox.tenantAPIServer.domain: Invalid value"},
+		{Name: "proxmox endpoint port out of range refused", Obj: pve("pve-port", func(p *v1.ProxmoxProvider) { p.TenantAPIServer.Port = 65536 }),
+			WantErr: "spec.provider.proxmox.tenantAPIServer.port: Invalid value: 65536"},
+		{Name: "proxmox boot disk of no bus refused", Obj: pve("pve-disk", func(p *v1.ProxmoxProvider) { p.BootDisk = "nvme0" }),
+			WantErr: "spec.provider.proxmox.bootDisk: Invalid value"},
+	}
+}
+
 // Locations are the cases of the Location CRD's rules.
 func Locations() []ObjectCase {
 	two := KubeVirtLocation("two-providers")
@@ -292,10 +380,11 @@ func Locations() []ObjectCase {
 	none.Spec.Provider.KubeVirt = nil
 	mismatch := KubeVirtLocation("mismatch")
 	mismatch.Spec.Provider.Type = v1.ProviderProxmox
-	return []ObjectCase{
+	cases := []ObjectCase{
 		{Name: "kubevirt location", Obj: KubeVirtLocation("fsn1")},
 		{Name: "two providers refused", Obj: two, WantErr: "spec.provider must set exactly one of kubevirt, proxmox, hcloud, static"},
 		{Name: "no provider refused", Obj: none, WantErr: "spec.provider must set exactly one of kubevirt, proxmox, hcloud, static"},
 		{Name: "type naming another block refused", Obj: mismatch, WantErr: "spec.provider.type must name the provider block that is set"},
 	}
+	return append(cases, proxmoxLocations()...)
 }

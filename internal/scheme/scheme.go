@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 )
@@ -17,7 +18,7 @@ import (
 func New() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, v1.AddToScheme, clusterv1.AddToScheme, capk.AddToScheme, talos.AddToScheme, kairos.AddToScheme,
+		clientgoscheme.AddToScheme, v1.AddToScheme, clusterv1.AddToScheme, capk.AddToScheme, capmox.AddToScheme, talos.AddToScheme, kairos.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err) // only a programming error: the kinds are registered twice

@@ -110,6 +110,11 @@ const (
 	// kamajiCPRef v0.20.0 is commit ce62959; its CRD serves v1alpha2.
 	kamajiCPRepo = "clastix/cluster-api-control-plane-provider-kamaji"
 	kamajiCPRef  = "v0.20.0"
+	// capmoxRef v0.9.0 is commit eb2360a; its CRDs serve v1alpha1 and v1alpha2 (the
+	// storage version, which render writes). The Go module proxy does not serve the
+	// module here, hence a pinned download.
+	capmoxRepo = "ionos-cloud/cluster-api-provider-proxmox"
+	capmoxRef  = "v0.9.0"
 
 	// DefaultCRDBaseURL serves raw files of GitHub repositories at a tag or commit.
 	DefaultCRDBaseURL = "https://raw.githubusercontent.com"
@@ -141,6 +146,10 @@ var (
 	kamajiCPLabels = map[string]string{
 		"cluster.x-k8s.io/v1beta2": "v1alpha2",
 	}
+	capmoxLabels = map[string]string{
+		"cluster.x-k8s.io/v1beta1": "v1alpha2",
+		"cluster.x-k8s.io/v1beta2": "v1alpha2",
+	}
 )
 
 // upstreamCRDs is every provider CRD the renderer's objects need. The sums are those of
@@ -165,6 +174,10 @@ var upstreamCRDs = []UpstreamCRD{
 		"72e0e72b407aebf2d346c47f652bfd1d31ea7cc9d4a266b164e0809629beac97", kairosLabels),
 	pinnedCRD("kamaji-controlplane", kamajiCPRepo, kamajiCPRef, "controlplane.cluster.x-k8s.io", "kamajicontrolplanes",
 		"8cb61d397fede0faec40e269e0d4b14bc2e2ca5a788deb9b7ad3c696239a3de1", kamajiCPLabels),
+	pinnedCRD("capmox", capmoxRepo, capmoxRef, "infrastructure.cluster.x-k8s.io", "proxmoxmachinetemplates",
+		"43edaf89ff05f4b723f822bf59767de317ebddd66eceef51d24cb62dab99d8d1", capmoxLabels),
+	pinnedCRD("capmox", capmoxRepo, capmoxRef, "infrastructure.cluster.x-k8s.io", "proxmoxclusters",
+		"91c27514b7a59a8f4ecfc8374c574d832ff8b9a8bb0e041af5639508306119a9", capmoxLabels),
 }
 
 // capiCRD is a Cluster API core CRD. CAPI publishes its CRDs in the module zip under

@@ -75,6 +75,14 @@ var wantProviderCRDs = map[string]struct {
 	"kamajicontrolplanes.controlplane.cluster.x-k8s.io": {"controlplane.cluster.x-k8s.io", "KamajiControlPlane", map[string]string{
 		"cluster.x-k8s.io/v1beta2": "v1alpha2",
 	}},
+	"proxmoxmachinetemplates.infrastructure.cluster.x-k8s.io": {"infrastructure.cluster.x-k8s.io", "ProxmoxMachineTemplate", map[string]string{
+		"cluster.x-k8s.io/v1beta1": "v1alpha2",
+		"cluster.x-k8s.io/v1beta2": "v1alpha2",
+	}},
+	"proxmoxclusters.infrastructure.cluster.x-k8s.io": {"infrastructure.cluster.x-k8s.io", "ProxmoxCluster", map[string]string{
+		"cluster.x-k8s.io/v1beta1": "v1alpha2",
+		"cluster.x-k8s.io/v1beta2": "v1alpha2",
+	}},
 }
 
 func TestProviderCRDs(t *testing.T) {
@@ -133,7 +141,7 @@ func TestProviderCRDs(t *testing.T) {
 }
 
 // TestUpstreamSources pins the hard rule on where each CRD comes from: CAPI core and CAPK
-// from their Go modules, everything else from a pinned raw GitHub URL.
+// from their Go modules, everything else (capmox too) from a pinned raw GitHub URL.
 func TestUpstreamSources(t *testing.T) {
 	for _, u := range UpstreamCRDs() {
 		_, group, _ := strings.Cut(u.Name, ".")
@@ -143,6 +151,12 @@ func TestUpstreamSources(t *testing.T) {
 				t.Errorf("%s: from %s@%s, want the sigs.k8s.io/cluster-api@v1.14.2 module", u.Name, u.Module, u.Version)
 			}
 		case "infrastructure.cluster.x-k8s.io":
+			if strings.HasPrefix(u.Name, "proxmox") {
+				if u.Module != "" || u.Repo != "ionos-cloud/cluster-api-provider-proxmox" || u.Ref != "v0.9.0" {
+					t.Errorf("%s: want a pinned download of capmox v0.9.0, got %+v", u.Name, u)
+				}
+				break
+			}
 			if u.Module != "sigs.k8s.io/cluster-api-provider-kubevirt" || u.Version != "v0.11.2" {
 				t.Errorf("%s: from %s@%s, want the CAPK v0.11.2 module", u.Name, u.Module, u.Version)
 			}

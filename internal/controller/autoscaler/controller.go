@@ -38,6 +38,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
@@ -103,6 +104,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if paused.Why(c, nil) != "" {
+		// Nothing is applied or removed, even when the Cluster's pools go: clusterctl
+		// move deletes them here once it made them on the target. What the Cluster owns
+		// here goes with it, by garbage collection.
+		return ctrl.Result{}, nil
 	}
 	pools, err := r.autoscaledPools(ctx, c)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
 
@@ -68,6 +69,11 @@ func (r *StatusReader) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if paused.Why(c, nil) != "" {
+		// No poll while paused: the pools keep what they said, and the Cluster's
+		// resume brings it back.
+		return ctrl.Result{}, nil
 	}
 	autoscaled, err := autoscaledPools(ctx, r.Client, c)
 	if err != nil {

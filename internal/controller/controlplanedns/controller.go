@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 )
 
@@ -60,8 +61,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !c.DeletionTimestamp.IsZero() || !kamaji.IsControlPlaneOf(c) {
-		return ctrl.Result{}, nil
+	if !c.DeletionTimestamp.IsZero() || !kamaji.IsControlPlaneOf(c) || paused.Why(c, nil) != "" {
+		return ctrl.Result{}, nil // a paused Cluster's control plane is left alone; the pools say why
 	}
 	pools := &v1.NodeGroupList{}
 	if err := r.Client.List(ctx, pools, client.InNamespace(c.Namespace), client.MatchingFields{operator.PoolsByCluster: c.Name}, client.UnsafeDisableDeepCopy); err != nil {

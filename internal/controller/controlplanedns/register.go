@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 )
 
@@ -39,7 +40,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Name()).
 		// Status updates of Clusters and control planes change nothing we read.
-		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, paused.AnnotationToggled()))).
 		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(ClusterOfPool), builder.WithPredicates(poolAddedOrRemoved())).
 		Watches(kcp, handler.EnqueueRequestsFromMapFunc(r.clustersOf), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)

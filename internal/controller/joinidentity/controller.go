@@ -34,6 +34,7 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -96,6 +97,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	c := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
 		if apierrors.IsNotFound(err) {
+			// A Cluster that is gone never removes its tokens from the tenant: when
+			// clusterctl move deleted it here, the tenant is the target's, and keeps
+			// joining workers with them.
 			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -103,6 +107,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !c.DeletionTimestamp.IsZero() || !kamaji.IsControlPlaneOf(c) {
 		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if paused.Why(c, nil) != "" {
+		// Nothing here or in the tenant: not <cluster>-talos, not a token, even when
+		// the Cluster's Talos pools go. clusterctl move deletes them here (the Cluster
+		// last) once it made them on the target, whose operator keeps the same token.
+		// The pools' Paused condition says so; the Cluster's watch brings it back.
 		return ctrl.Result{}, nil
 	}
 	pools, err := r.talosPools(ctx, c)
@@ -232,9 +243,10 @@ func (r *Reconciler) retire(ctx context.Context, c *clusterv1.Cluster) error {
 	if err != nil {
 		return err
 	}
-	names := []string{}
+	var tokens, names []string
 	for _, k := range []string{resolve.TalosKeyBootstrapToken, resolve.TalosKeyPreviousBootstrapToken, TalosKeyNextBootstrapToken} {
 		if t := string(secret.Data[k]); bootstraputil.IsValidBootstrapToken(t) {
+			tokens = append(tokens, t)
 			names = append(names, bootstraputil.BootstrapTokenSecretName(tokenID(t)))
 		}
 	}
@@ -242,7 +254,7 @@ func (r *Reconciler) retire(ctx context.Context, c *clusterv1.Cluster) error {
 	if conn == nil || err != nil {
 		return err // a first read brings it back
 	}
-	if err := r.syncTokens(ctx, c, conn, nil, names); err != nil {
+	if err := r.syncTokens(ctx, c, conn, nil, tokens); err != nil {
 		return err
 	}
 	r.Conns.Close(key)
@@ -339,7 +351,7 @@ func (e errTokenConflict) Error() string {
 }
 
 // syncTokens makes the tenant hold a Secret for each of tokens, and none of the Secrets
-// of gone (token Secret names) that the operator made, working from the connection's
+// of the tokens gone that the operator made (for this Cluster, or adoptable), working from the connection's
 // cache: an unchanged tenant gets no request. A Secret of a token's name that the
 // operator did not make is never changed or deleted: used as is when it authenticates
 // the token, else reported (errTokenConflict).
@@ -360,6 +372,14 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 			} else if apierrors.IsAlreadyExists(err) {
 				err = nil // the watch brings it, and the next reconcile looks at it
 			}
+		case adoptable(c, cur, d):
+			next := cur.DeepCopy()
+			next.Labels[tenant.LabelCluster] = string(c.UID)
+			next.Type, next.Data = d.Type, d.Data
+			var made *corev1.Secret
+			if made, err = secrets.Update(ctx, next, metav1.UpdateOptions{FieldManager: names.ManagedByValue}); err == nil {
+				conn.Wrote(d.Name, made)
+			}
 		case !ours(c, cur):
 			if !authenticates(cur, d) {
 				return errTokenConflict{name: d.Name}
@@ -376,9 +396,10 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 			return fmt.Errorf("bootstrap token Secret %s: %w", d.Name, err)
 		}
 	}
-	for _, name := range gone {
+	for _, t := range gone {
+		name := bootstraputil.BootstrapTokenSecretName(tokenID(t))
 		cur := conn.Token(name)
-		if cur == nil || !ours(c, cur) {
+		if cur == nil || !ours(c, cur) && !adoptable(c, cur, TokenSecret(c, t)) {
 			continue
 		}
 		if err := secrets.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}}); err != nil && !apierrors.IsNotFound(err) {
@@ -393,6 +414,17 @@ func (r *Reconciler) syncTokens(ctx context.Context, c *clusterv1.Cluster, conn 
 // ours tells whether the operator made a tenant Secret, for this Cluster.
 func ours(c *clusterv1.Cluster, s *corev1.Secret) bool {
 	return s.Labels[tenant.LabelCluster] == string(c.UID) && s.Labels[names.LabelManagedBy] == names.ManagedByValue
+}
+
+// adoptable tells whether a tenant Secret the operator made for another Cluster UID
+// holds d's token, which this Cluster's identity names: the Cluster was moved by
+// clusterctl move and has a new UID on the target, while <cluster>-talos moved with it
+// and names the same token. Only a matching token is adopted, so Clusters that share a
+// tenant API server never touch each other's tokens.
+func adoptable(c *clusterv1.Cluster, cur, d *corev1.Secret) bool {
+	return !ours(c, cur) && cur.Labels[names.LabelManagedBy] == names.ManagedByValue &&
+		string(cur.Data[bootstrapapi.BootstrapTokenIDKey]) == string(d.Data[bootstrapapi.BootstrapTokenIDKey]) &&
+		string(cur.Data[bootstrapapi.BootstrapTokenSecretKey]) == string(d.Data[bootstrapapi.BootstrapTokenSecretKey])
 }
 
 // authenticates tells whether a token Secret someone else made lets a node join with

@@ -258,7 +258,7 @@ func (r *Reconciler) promote(ctx context.Context, c *clusterv1.Cluster, id *join
 // conflict on the Secret's update makes the token valid again for a moment, until the
 // next reconcile ends the rotation again.)
 func (r *Reconciler) finishRotation(ctx context.Context, c *clusterv1.Cluster, conn *tenant.Conn, id *joinIdentity) error {
-	if err := r.syncTokens(ctx, c, conn, []string{id.current}, []string{bootstraputil.BootstrapTokenSecretName(tokenID(id.previous))}); err != nil {
+	if err := r.syncTokens(ctx, c, conn, []string{id.current}, []string{id.previous}); err != nil {
 		return err
 	}
 	s := id.secret

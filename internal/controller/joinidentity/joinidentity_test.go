@@ -255,6 +255,20 @@ func TestMintsIdentityAndKeepsToken(t *testing.T) {
 }
 
 // touch changes a Cluster annotation that asks nothing, so the controller looks again.
+// askRotation sets the Cluster's AnnotationRotate to value.
+func askRotation(t *testing.T, ns, value string) {
+	t.Helper()
+	c := &clusterv1.Cluster{}
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: cluster}, c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.SetAnnotations(map[string]string{joinidentity.AnnotationRotate: value})
+	if err := env.Client.Patch(context.Background(), c, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func touch(t *testing.T, ns string) {
 	t.Helper()
 	c := &clusterv1.Cluster{}
@@ -280,15 +294,7 @@ func TestPlatformIdentityUsedAsIs(t *testing.T) {
 	}
 	talosPool(t, ns, "a")
 	wantTokens(t, uid, string(before.Data[resolve.TalosKeyBootstrapToken]))
-	c := &clusterv1.Cluster{}
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster}, c); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(c.DeepCopy())
-	c.SetAnnotations(map[string]string{joinidentity.AnnotationRotate: "1"})
-	if err := env.Client.Patch(ctx, c, patch); err != nil {
-		t.Fatal(err)
-	}
+	askRotation(t, ns, "1")
 	state(t, ns, func(st tenant.State) error {
 		if st.IdentityReason != joinidentity.ReasonPlatformProvided || !strings.Contains(st.IdentityMessage, "rotate the platform's Secret") {
 			return fmt.Errorf("%+v", st)
@@ -309,29 +315,13 @@ func TestRotationKeepsOldTokenUntilPoolsRolled(t *testing.T) {
 	ns := newTenant(t, env.KubeConfig(), false)
 	uid := clusterUID(t, ns)
 	talosPool(t, ns, "a")
-	var old string
-	eventually(t, "the identity is minted", func(ctx context.Context) error {
-		s, err := identity(ctx, ns)
-		if err == nil {
-			old = string(s.Data[resolve.TalosKeyBootstrapToken])
-		}
-		return err
-	})
-	wantTokens(t, uid, old)
+	old := minted(t, ns)
 	// A MachineSet with a machine, made from a template that carries the old token.
 	mustCreate(t, talosTemplate(ns, "old", old))
 	ms := machineSet(ns, "a-old", "old", 1)
 	mustCreate(t, ms)
 
-	c := &clusterv1.Cluster{}
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster}, c); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(c.DeepCopy())
-	c.SetAnnotations(map[string]string{joinidentity.AnnotationRotate: "2026-12-02"})
-	if err := env.Client.Patch(ctx, c, patch); err != nil {
-		t.Fatal(err)
-	}
+	askRotation(t, ns, "2026-12-02")
 	var current string
 	eventually(t, "a new token", func(ctx context.Context) error {
 		s, err := identity(ctx, ns)

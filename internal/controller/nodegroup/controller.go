@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,6 +31,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -108,23 +108,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, ng); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !ng.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, ng)
+	pausedBy, clusterGone, err := r.pausedBy(ctx, ng)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	if !controllerutil.ContainsFinalizer(ng, Finalizer) {
-		patch := client.MergeFrom(ng.DeepCopy())
-		controllerutil.AddFinalizer(ng, Finalizer)
-		if err := r.Client.Patch(ctx, ng, patch); err != nil {
-			return ctrl.Result{}, err
+	if movedAway(ng, clusterGone) {
+		return ctrl.Result{}, nil
+	}
+	if pausedBy == "" {
+		if !ng.DeletionTimestamp.IsZero() {
+			return r.finalize(ctx, ng)
+		}
+		if !controllerutil.ContainsFinalizer(ng, Finalizer) {
+			patch := client.MergeFrom(ng.DeepCopy())
+			controllerutil.AddFinalizer(ng, Finalizer)
+			if err := r.Client.Patch(ctx, ng, patch); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 	}
 
 	// The steps record what they find in s; the status step computes the status from it
 	// and patches it against old, the pool as read.
 	old := ng.DeepCopy()
-	r.readyTimer.Seen(ng)
 	s := newScope()
-	result, reconcileErr := r.reconcile(ctx, ng, s)
+	var result ctrl.Result
+	var reconcileErr error
+	if pausedBy != "" {
+		// Nothing but the condition: no apply, no deletion (a deleting pool waits for
+		// the resume), no finalizer, no requeue; the Cluster's watch and the pool's
+		// annotation bring it back.
+		s.pause(pausedBy)
+	} else {
+		r.readyTimer.Seen(ng)
+		s.remove(paused.Condition)
+		result, reconcileErr = r.reconcile(ctx, ng, s)
+	}
 	r.reportTenant(ctx, ng, s)
 	r.reportAutoscaler(ng, s)
 	if err := r.writeStatus(ctx, old, ng, s); err != nil {
@@ -164,9 +183,15 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	out, err := render.Render(in)
 	if err != nil {
 		var missing *render.ImageNotAvailableError
+		var proxmox *render.ProxmoxMachinesNotYetError
 		reason := ReasonRenderFailed
-		if errors.As(err, &missing) {
+		switch {
+		case errors.As(err, &missing):
 			reason = resolve.ReasonImageNotAvailable
+		case errors.As(err, &proxmox):
+			// The tenant picked a location whose machines this version cannot make yet:
+			// the tenant's to change, as a location of an unsupported provider is.
+			reason = resolve.ReasonProviderNotSupported
 		}
 		s.set(v1.ConditionRendered, metav1.ConditionFalse, reason, err.Error())
 		return ctrl.Result{}, nil // a spec or platform change fixes this; both are watched
@@ -387,69 +412,6 @@ func resolveFailed(s *scope, in *render.Input, err error) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: waitDelay}, nil
 	}
 	return ctrl.Result{}, nil
-}
-
-// finalize deletes the MachineDeployment first and waits for it to go, so Cluster API
-// drains and deletes the machines with their templates still present; then the health
-// check and the templates; then it releases the NodeGroup.
-func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(ng, Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	mds := &clusterv1.MachineDeploymentList{}
-	if err := r.APIReader.List(ctx, mds, client.InNamespace(ng.Namespace), poolSelector(ng)); err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(mds.Items) > 0 {
-		for i := range mds.Items {
-			md := &mds.Items[i]
-			if md.DeletionTimestamp.IsZero() && ownedBy(md, ng) {
-				if err := r.Client.Delete(ctx, md); client.IgnoreNotFound(err) != nil {
-					return ctrl.Result{}, err
-				}
-				r.event(ng, corev1.EventTypeNormal, "Deleting", "DeleteMachineDeployment", "deleting MachineDeployment %s; its machines are drained first", md.Name)
-			}
-		}
-		return ctrl.Result{RequeueAfter: deletionPoll}, nil
-	}
-	mhc := &clusterv1.MachineHealthCheckList{}
-	if err := r.APIReader.List(ctx, mhc, client.InNamespace(ng.Namespace), poolSelector(ng)); err != nil {
-		return ctrl.Result{}, err
-	}
-	for i := range mhc.Items {
-		if ownedBy(&mhc.Items[i], ng) {
-			if err := r.Client.Delete(ctx, &mhc.Items[i]); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, err
-			}
-		}
-	}
-	if err := credentials.ReleasePullSecrets(ctx, r.Client, r.APIReader, ng, ""); err != nil {
-		return ctrl.Result{}, err
-	}
-	// With the MachineDeployment gone no MachineSet of the pool remains, so every
-	// template of the pool is superseded.
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, names.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, names.TemplateKinds...); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.applier.Forget(ng.Namespace, names.MachineDeploymentName(ng.Spec.ClusterName, ng.Name))
-	r.readyTimer.Forget(client.ObjectKeyFromObject(ng))
-	patch := client.MergeFrom(ng.DeepCopy())
-	controllerutil.RemoveFinalizer(ng, Finalizer)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, ng, patch))
-}
-
-// poolSelector selects the objects the operator created for a pool.
-func poolSelector(ng *v1.NodeGroup) client.MatchingLabels {
-	return client.MatchingLabels{names.LabelPool: names.LabelValue(ng.Name), names.LabelManagedBy: names.ManagedByValue}
-}
-
-func ownedBy(obj metav1.Object, ng *v1.NodeGroup) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.UID == ng.UID {
-			return true
-		}
-	}
-	return false
 }
 
 // reportTenant records, on a Talos pool, what is known of its cluster's tenant side;

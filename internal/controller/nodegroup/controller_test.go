@@ -25,6 +25,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/rulecases"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -178,6 +179,9 @@ func TestErrorConditions(t *testing.T) {
 		Provider:          v1.LocationProvider{Type: v1.ProviderKubeVirt, KubeVirt: &v1.KubeVirtProvider{}},
 		AllowedNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}},
 	}})
+	pve := rulecases.ProxmoxLocation("pve-errors", nil)
+	pve.Spec.AllowedNamespaces = &metav1.LabelSelector{}
+	env.MustCreate(t, pve)
 	nsNoSecret := tenant(t)
 	if err := env.Client.Delete(context.Background(), talosSecret(t, nsNoSecret)); err != nil {
 		t.Fatal(err)
@@ -196,6 +200,9 @@ func TestErrorConditions(t *testing.T) {
 		{"talos secrets missing", nsNoSecret, nil, v1.ConditionRendered, resolve.ReasonTalosSecretsMissing, "with the cluster's Talos join identity does not exist yet"},
 		{"ahead of control plane", ns, func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, v1.ConditionRendered, nodegroup.ReasonVersionAhead, "is ahead of the control plane's: workers must not be newer than their API server; lower spec.kubernetesVersion or pick a class built for the control plane's minor, or upgrade the control plane first (pool v1.36.3, control plane v1.35.4)"},
 		{"instancetype not served", ns, func(s *v1.NodeGroupSpec) { s.Resources, s.InstanceType = nil, "u1.large" }, v1.ConditionRendered, resolve.ReasonInstanceTypeNotFound, `spec.instanceType "u1.large": KubeVirt instancetypes are not served`},
+		{"proxmox machines not made yet", ns, func(s *v1.NodeGroupSpec) {
+			s.LocationName, s.EphemeralStorage = "pve-errors", resource.MustParse("20Gi")
+		}, v1.ConditionRendered, resolve.ReasonProviderNotSupported, "Proxmox locations render templates but do not yet create machines"},
 		{"no disk for the minor", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" }, v1.ConditionRendered, resolve.ReasonImageNotAvailable, "no Kairos worker disk is published for Kubernetes v1.35"},
 	}
 	for i, tc := range cases {

@@ -24,6 +24,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 )
 
@@ -47,7 +48,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.Name()).
-		For(&v1.NodeGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()))).
+		For(&v1.NodeGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate(), paused.AnnotationToggled()))).
 		Owns(&clusterv1.MachineDeployment{}).
 		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel), builder.WithPredicates(machineSetChanged())).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel), builder.WithPredicates(machineChanged())).

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
@@ -58,6 +59,9 @@ var readyFrom = []string{v1.ConditionClassResolved, v1.ConditionLocationResolved
 // of what it did not learn; Ready is never found, but derived (ready).
 type scope struct {
 	findings []finding
+	// paused: the reconcile did nothing but find the pool paused; the status says so
+	// and not that the pool's generation was acted on.
+	paused   bool
 	release  *release
 	objects  *objects
 	machines *machines
@@ -108,6 +112,12 @@ func newScope() *scope {
 // that the condition applies to the pool, and leaves it as it is.
 func (s *scope) set(typ string, status metav1.ConditionStatus, reason, message string) {
 	s.put(finding{typ: typ, status: status, reason: reason, message: message})
+}
+
+// pause records that the pool is left alone, and why (paused.Why).
+func (s *scope) pause(why string) {
+	s.paused = true
+	s.set(paused.Condition, metav1.ConditionTrue, clusterv1.PausedReason, why)
 }
 
 // remove records that a condition does not apply to the pool.
@@ -262,15 +272,19 @@ const (
 	summaryScaling    = "Scaling"
 	summaryNotReady   = "NotReady"
 	summaryPending    = "Pending"
+	summaryPaused     = "Paused"
 	summaryFailed     = "Failed: "
 )
 
 // summary is the pool's state in one word, from its conditions (status.summary, the
-// STATUS column): Failed with Ready's reason when a condition Ready is derived from is
+// STATUS column): Paused while the pool is left alone (its other conditions are as
+// last evaluated); Failed with Ready's reason when a condition Ready is derived from is
 // False; Pending while Ready is Unknown; else RollingOut, Scaling, Ready or NotReady.
 func summary(conds []metav1.Condition) string {
 	ready := meta.FindStatusCondition(conds, v1.ConditionReady)
 	switch {
+	case meta.IsStatusConditionTrue(conds, paused.Condition):
+		return summaryPaused
 	case ready == nil || ready.Status == metav1.ConditionUnknown:
 		return summaryPending
 	case ready.Status == metav1.ConditionFalse && ready.Reason != ReasonMachinesNotReady:
@@ -297,7 +311,9 @@ func summary(conds []metav1.Condition) string {
 // what the pool waits for. A pool that renders on its first try is announced by its
 // status alone: thousands of pools created at once should not mean thousands of events.
 func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *scope) error {
-	ng.Status.ObservedGeneration = ng.Generation
+	if !s.paused {
+		ng.Status.ObservedGeneration = ng.Generation
+	}
 	ng.Status.Conditions = s.conditions(old.Status.Conditions, ng.Generation)
 	if r := s.release; r != nil {
 		ng.Status.OS, ng.Status.KubernetesVersion = r.os, r.kubernetesVersion

@@ -13,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 )
 
@@ -246,6 +247,8 @@ func TestSummary(t *testing.T) {
 		{"scaling down", with(cond(v1.ConditionReady, no, ReasonMachinesNotReady, gen), cond(v1.ConditionScalingDown, yes, "ScalingDown", gen)), "Scaling"},
 		{"a machine not ready", with(cond(v1.ConditionReady, no, ReasonMachinesNotReady, gen), cond(v1.ConditionRollingOut, no, "NotRollingOut", gen)), "NotReady"},
 		{"ready", with(cond(v1.ConditionReady, yes, ReasonMachinesReady, gen), cond(v1.ConditionScalingUp, no, "NotScalingUp", gen)), "Ready"},
+		{"paused while ready", with(cond(v1.ConditionReady, yes, ReasonMachinesReady, gen), cond(paused.Condition, yes, "Paused", gen)), "Paused"},
+		{"paused while failing", with(cond(v1.ConditionReady, no, "ClassNotFound", gen), cond(paused.Condition, yes, "Paused", gen)), "Paused"},
 	} {
 		if got := summary(tc.conds); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
