@@ -51,6 +51,13 @@ func Why(cluster *clusterv1.Cluster, pool metav1.Object) string {
 	return strings.Join(why, "; ") + ": the operator changes nothing of it, here or in the tenant cluster, until it is resumed"
 }
 
+// Cluster says whether the Cluster is paused (spec.paused or the annotation), as
+// Cluster API's own controllers decide it: what the controllers that act for a whole
+// Cluster check before anything else.
+func Cluster(cluster *clusterv1.Cluster) bool {
+	return annotations.IsPaused(cluster, cluster)
+}
+
 // BeingMoved says whether clusterctl move is deleting obj from the source management
 // cluster (it annotates each object before it deletes it and removes its finalizers).
 // Such an object lives on in the target: its deletion is not the tenant's, so nothing

@@ -41,6 +41,12 @@ func TestWhy(t *testing.T) {
 			if got := paused.Why(tc.cluster, pool); got != tc.want {
 				t.Errorf("Why = %q\nwant  %q", got, tc.want)
 			}
+			// Cluster decides for the Cluster alone, as Why does without a pool.
+			if tc.cluster != nil {
+				if got, want := paused.Cluster(tc.cluster), paused.Why(tc.cluster, nil) != ""; got != want {
+					t.Errorf("Cluster = %v, want %v", got, want)
+				}
+			}
 		})
 	}
 }

@@ -105,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if paused.Why(c, nil) != "" {
+	if paused.Cluster(c) {
 		// Nothing is applied or removed, even when the Cluster's pools go: clusterctl
 		// move deletes them here once it made them on the target. What the Cluster owns
 		// here goes with it, by garbage collection.

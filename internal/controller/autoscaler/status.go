@@ -70,7 +70,7 @@ func (r *StatusReader) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		}
 		return ctrl.Result{}, err
 	}
-	if paused.Why(c, nil) != "" {
+	if paused.Cluster(c) {
 		// No poll while paused: the pools keep what they said, and the Cluster's
 		// resume brings it back.
 		return ctrl.Result{}, nil

@@ -61,7 +61,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !c.DeletionTimestamp.IsZero() || !kamaji.IsControlPlaneOf(c) || paused.Why(c, nil) != "" {
+	if !c.DeletionTimestamp.IsZero() || !kamaji.IsControlPlaneOf(c) || paused.Cluster(c) {
 		return ctrl.Result{}, nil // a paused Cluster's control plane is left alone; the pools say why
 	}
 	pools := &v1.NodeGroupList{}

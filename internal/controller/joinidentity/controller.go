@@ -109,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if paused.Why(c, nil) != "" {
+	if paused.Cluster(c) {
 		// Nothing here or in the tenant: not <cluster>-talos, not a token, even when
 		// the Cluster's Talos pools go. clusterctl move deletes them here (the Cluster
 		// last) once it made them on the target, whose operator keeps the same token.
