@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -73,7 +74,12 @@ func proxmoxMachineTemplate(in *Input) (*capmox.ProxmoxMachineTemplate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pool %s/%s: %w", in.Namespace, in.Name, err)
 	}
-	diskGiB := (in.Spec.EphemeralStorage.Value() + (1<<30 - 1)) >> 30
+	// Compared before Value is taken: Value wraps a quantity above 2^64 bytes around to
+	// a small one.
+	var diskGiB int64
+	if in.Spec.EphemeralStorage.Cmp(*resource.NewQuantity(math.MaxInt32<<30, resource.BinarySI)) <= 0 {
+		diskGiB = (in.Spec.EphemeralStorage.Value() + (1<<30 - 1)) >> 30
+	}
 	if diskGiB < proxmoxMinDiskGiB || diskGiB > math.MaxInt32 {
 		return nil, fmt.Errorf("pool %s/%s: spec.ephemeralStorage must be between %dGi and %dGi on a Proxmox location", in.Namespace, in.Name, proxmoxMinDiskGiB, math.MaxInt32)
 	}
@@ -212,7 +218,9 @@ func proxmoxAPIServer(in *SatelliteInput) (capmox.APIEndpoint, error) {
 	}
 	// The Cluster's own endpoint is written by its control-plane provider, not checked by
 	// any schema as a host: an address or a DNS name, nothing else, reaches the object.
-	if _, err := netip.ParseAddr(host); err != nil {
+	// An IPv6 zone ("fe80::1%eth0") is free text after the address: not reachable
+	// from another site anyway, and refused like any host that is not a name.
+	if addr, err := netip.ParseAddr(host); err != nil || addr.Zone() != "" {
 		if err := dnsName(host); err != nil {
 			return capmox.APIEndpoint{}, fmt.Errorf("cluster %q: spec.controlPlaneEndpoint.host %q is neither an IP address nor a DNS name (%v), so workers on location %q cannot be pointed at it", in.Cluster.Name, host, err, in.LocationName)
 		}

@@ -155,6 +155,25 @@ func TestRenderOnProxmoxNamesTheTemplateAndStops(t *testing.T) {
 	}
 }
 
+// TestProxmoxDiskSizeNeverWraps: a disk size beyond what a VM can have is refused, also
+// one above 2^64 bytes, which a resource.Quantity's Value wraps around to a small one.
+func TestProxmoxDiskSizeNeverWraps(t *testing.T) {
+	for size, want := range map[string]string{"40Gi": "", "4Gi": "between", "18446744084446969856": "between",
+		"9223372036854775807": "between", "100Ei": "between", "2147483648Gi": "between", "2147483647Gi": ""} {
+		in := proxmoxInput(t, nil)
+		in.Spec.EphemeralStorage = resource.MustParse(size)
+		tmpl, err := ProxmoxMachineTemplate(in)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("ephemeralStorage %s: %v", size, err)
+		case want == "" && int64(tmpl.Spec.Template.Spec.Disks.BootVolume.SizeGB)<<30 != in.Spec.EphemeralStorage.Value():
+			t.Errorf("ephemeralStorage %s: a %d GiB disk", size, tmpl.Spec.Template.Spec.Disks.BootVolume.SizeGB)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("ephemeralStorage %s rendered (%v), want refused", size, err)
+		}
+	}
+}
+
 // TestProxmoxTemplateFollowsTheTalosRelease: a new Talos release selects another VM
 // template (another tag or ID) and so renames the machine template; the location's
 // set order does not.
@@ -208,7 +227,8 @@ func TestProxmoxClusterNames(t *testing.T) {
 	}
 	in.Location.Provider.Proxmox.TenantAPIServer = nil
 	for host, refused := range map[string]bool{"10.0.0.5": false, "fd00::5": false, "tenant.example.com": false,
-		"tenant.example.com\n  port: 1": true, "tenant.example.com:6443": true, "$(reboot)": true} {
+		"tenant.example.com\n  port: 1": true, "tenant.example.com:6443": true, "$(reboot)": true,
+		"fe80::1%eth0": true, "fe80::1%a b/c\n": true} {
 		in.Cluster.ControlPlaneHost, in.Cluster.ControlPlanePort = host, 6443
 		c, err := ProxmoxCluster(satellite(in))
 		switch {

@@ -113,6 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if movedAway(ng, clusterGone) {
+		r.waitForMove(ng)
 		return ctrl.Result{}, nil
 	}
 	if pausedBy == "" {

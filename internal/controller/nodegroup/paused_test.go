@@ -74,6 +74,18 @@ func annotatePool(t *testing.T, ng *v1.NodeGroup, key string, set bool) {
 	}
 }
 
+// appliedPool creates a pool of the name in a new tenant namespace and waits until it
+// is applied and the operator is quiet.
+func appliedPool(t *testing.T, name string) (string, *v1.NodeGroup) {
+	t.Helper()
+	ns := tenant(t)
+	ng := pool(ns, name, nil)
+	env.MustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+	waitQuiet(t)
+	return ns, ng
+}
+
 // waitPaused waits until the pool says Paused=True with a message that holds want.
 func waitPaused(t *testing.T, ng *v1.NodeGroup, want string) {
 	t.Helper()
@@ -94,11 +106,7 @@ func waitPaused(t *testing.T, ng *v1.NodeGroup, want string) {
 // spec change and its deletion, and resumes both once the annotation goes.
 func TestPausedClusterLeftAlone(t *testing.T) {
 	ctx := context.Background()
-	ns := tenant(t)
-	ng := pool(ns, "held", nil)
-	env.MustCreate(t, ng)
-	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
-	waitQuiet(t)
+	ns, ng := appliedPool(t, "held")
 	before := liveObjects(t, ns, "tenant-held")
 
 	setClusterPaused(t, ns, true)
@@ -179,11 +187,7 @@ func TestPoolDeletedByMoveKeepsItsObjects(t *testing.T) {
 // and checks that the pool's objects stay as they were.
 func poolDeletedByMove(t *testing.T, cluster func(ns string)) {
 	ctx := context.Background()
-	ns := tenant(t)
-	ng := pool(ns, "moved", nil)
-	env.MustCreate(t, ng)
-	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
-	waitQuiet(t)
+	ns, ng := appliedPool(t, "moved")
 	before := liveObjects(t, ns, "tenant-moved")
 
 	cluster(ns)
@@ -207,4 +211,37 @@ func poolDeletedByMove(t *testing.T, cluster func(ns string)) {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1.NodeGroup{}))
 	})
 	mustGet(t, ns, "tenant-moved", &clusterv1.MachineDeployment{})
+}
+
+// TestPoolLeftMarkedByAFailedMoveIsFinalizedOnceUnmarked: a pool that a failed move (or
+// its tenant) left with clusterctl's delete-for-move mark, deleted after its Cluster,
+// is not cleaned up and says why in a Warning event; once someone removes the mark, the
+// operator finalizes it, so the pool and its namespace do not hang.
+func TestPoolLeftMarkedByAFailedMoveIsFinalizedOnceUnmarked(t *testing.T) {
+	ctx := context.Background()
+	ns, ng := appliedPool(t, "stale-mark")
+	before := liveObjects(t, ns, "tenant-stale-mark")
+
+	c := &clusterv1.Cluster{}
+	mustGet(t, ns, "tenant", c)
+	if err := env.Client.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	annotatePool(t, ng, clusterctlv1.DeleteForMoveAnnotation, true)
+	if err := env.Client.Delete(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ng, "Warning", nodegroup.ReasonWaitingForMove, "remove the annotation")
+	waitQuiet(t)
+	if after := liveObjects(t, ns, "tenant-stale-mark"); after.String() != before.String() {
+		t.Fatalf("the marked pool's objects changed:\nbefore %s\nafter  %s", before, after)
+	}
+
+	annotatePool(t, ng, clusterctlv1.DeleteForMoveAnnotation, false)
+	testenv.Eventually(t, "the unmarked pool finalized and gone", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1.NodeGroup{}))
+	})
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tenant-stale-mark"}, &clusterv1.MachineDeployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the finalized pool's MachineDeployment: %v, want it deleted", err)
+	}
 }
