@@ -7,12 +7,9 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
 )
 
-// The satellite of a tenant cluster on a location is a Cluster API Cluster of its own
-// (LOCATIONS.md): its InfraCluster is the location's (ProxmoxCluster), its control plane
-// a SatelliteControlPlane that mirrors the tenant's KamajiControlPlane, so that the
-// location's infrastructure provider finds its endpoint and credentials through the one
-// infrastructureRef a Cluster has, and Cluster API treats the Machines as it treats the
-// main Cluster's.
+// The satellite of a tenant cluster on a location is to be a Cluster API Cluster of its
+// own (LOCATIONS.md) whose InfraCluster is the location's (ProxmoxCluster). Only that
+// InfraCluster is rendered so far; nothing creates a satellite yet.
 
 // SatelliteLabels are the labels of every object of a satellite: Cluster API's cluster
 // name (the satellite's), the tenant's Cluster and the location, and the operator's.
