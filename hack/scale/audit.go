@@ -157,7 +157,7 @@ func (h *harness) analyse(context.Context) error {
 	phases := map[string]*Phase{
 		phaseBare: &h.res.Bare, phaseBareAgain: &h.res.BareAgain, phaseCold: &h.res.Cold, phaseColdTail: &h.res.ColdTail,
 		phaseSteady: &h.res.Steady, phaseWave: &h.res.Wave.Phase, phaseWaveTail: &h.res.WaveTail,
-		phaseRestart: &h.res.Restart, phaseChurn: &h.res.Churn.Phase, phaseChurnTail: &h.res.Churn.Phase,
+		phaseRestart: &h.res.Restart, phaseChurnRestart: &h.res.ChurnRestart, phaseChurn: &h.res.Churn.Phase, phaseChurnTail: &h.res.Churn.Phase,
 	}
 	for _, p := range phases {
 		p.Requests = map[string]int{}

@@ -28,6 +28,8 @@ const (
 	phaseWave      = "wave"
 	phaseWaveTail  = "wave-tail"
 	phaseRestart   = "restart"
+	// phaseChurnRestart is the restart before the churn, with the chart's sync period.
+	phaseChurnRestart = "churn-restart"
 )
 
 // runCold starts the operator and times it until every pool is rendered at its
@@ -185,12 +187,20 @@ func (h *harness) runRestart(ctx context.Context) error {
 	h.res.ColdRun = h.op.usage()
 	h.op.Stop(15 * time.Second)
 
+	return h.restart(ctx, phaseRestart, &h.res.Restart, h.syncPeriod())
+}
+
+// restart starts the operator again, rendered for syncPeriod (0: the chart's default),
+// and waits until it has reconciled every pool and is quiet; the window is phase's.
+func (h *harness) restart(ctx context.Context, phase string, into *Phase, syncPeriod time.Duration) error {
 	before := h.cpuNow()
 	start := time.Now()
-	if err := h.startOperator(ctx, h.syncPeriod()); err != nil {
+	if err := h.startOperator(ctx, syncPeriod); err != nil {
 		return err
 	}
-	h.profile(ctx, phaseRestart)
+	if phase == phaseRestart {
+		h.profile(ctx, phaseRestart)
+	}
 	deadline := start.Add(h.cfg.Timeout)
 	for {
 		if err := h.op.Alive(); err != nil {
@@ -198,7 +208,7 @@ func (h *harness) runRestart(ctx context.Context) error {
 		}
 		m, err := h.op.metricsOf(ctx, "nodegroup")
 		if err == nil && m.reconciles >= float64(len(h.pools)) && m.idle() {
-			h.res.Restart.Reconciles = int(m.reconciles)
+			into.Reconciles = int(m.reconciles)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -215,13 +225,13 @@ func (h *harness) runRestart(ctx context.Context) error {
 	if m, err := h.op.metricsOf(ctx, "nodegroup"); err != nil || int(m.pools) != len(h.pools) {
 		return fmt.Errorf("the restarted operator's nodegroup_operator_pools sums to %v, want %d (%v)", m.pools, len(h.pools), err)
 	}
-	h.res.Restart.Seconds = end.Sub(start).Seconds()
-	h.res.Restart.CPU = h.cpuNow().since(before)
-	h.logf("    %d reconciles in %.1f s", h.res.Restart.Reconciles, h.res.Restart.Seconds)
-	// The steady state starts once the restart's work is over; its requests count
+	into.Seconds = end.Sub(start).Seconds()
+	into.CPU = h.cpuNow().since(before)
+	h.logf("    %d reconciles in %.1f s", into.Reconciles, into.Seconds)
+	// The next phase starts once the restart's work is over; its requests count
 	// until then.
 	_, quiet, err := h.waitQuiet(ctx, end)
-	h.mark(phaseRestart, start, quiet)
+	h.mark(phase, start, quiet)
 	return err
 }
 
@@ -415,8 +425,12 @@ func (h *harness) stopOperator(ctx context.Context) error {
 	if h.cfg.Profiles != "" {
 		h.heapProfile(ctx, "steady")
 	}
-	h.res.SteadyRun = h.op.usage()
-	h.res.PeakRSSMiB = max(h.res.ColdRun.PeakRSSMiB, h.res.SteadyRun.PeakRSSMiB)
+	if h.res.Churn.Pools > 0 {
+		h.res.ChurnRun = h.op.usage()
+	} else {
+		h.res.SteadyRun = h.op.usage()
+	}
+	h.res.PeakRSSMiB = max(h.res.ColdRun.PeakRSSMiB, h.res.SteadyRun.PeakRSSMiB, h.res.ChurnRun.PeakRSSMiB)
 	h.op.Stop(15 * time.Second)
 	if h.cfg.Profiles != "" {
 		h.res.Profiles = h.cfg.Profiles

@@ -357,19 +357,24 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 }
 
 // eventKind is the type of the event that marks a change of condition c (was, before),
-// and whether it has one. A condition False is a Warning, but of the conditions of the
-// machines only Available is: RollingOut False ends a rollout. Of those, only Available
-// and RollingOut have events (Ready already tells the machines' readiness, and scaling
-// has its own events), and none when it first appears on a pool that had a status (an
-// upgrade of the operator adds them to every pool at once).
+// and whether it has one. A condition False is a Warning; RollingOut, which the pool's
+// own changes start and end, is Normal both ways, and has no event when it first
+// appears on a pool that had a status (an upgrade of the operator adds it to every pool
+// at once). The machines' comings and goings have none: Available, ScalingUp,
+// ScalingDown and UpToDate, and Ready moving between MachinesReady and
+// MachinesNotReady. Every scale flips them (an autoscaled pool may scale every few
+// seconds), Cluster API already records an event for each Machine it creates, deletes
+// or remediates, and the conditions, the summary and the metrics of pools not ready
+// tell the state; an event per flip would only write to the API server as often as
+// the pool scales.
 func eventKind(c metav1.Condition, was *metav1.Condition) (string, bool) {
 	switch c.Type {
-	case v1.ConditionScalingUp, v1.ConditionScalingDown, v1.ConditionUpToDate:
+	case v1.ConditionAvailable, v1.ConditionScalingUp, v1.ConditionScalingDown, v1.ConditionUpToDate:
 		return "", false
 	case v1.ConditionRollingOut:
 		return corev1.EventTypeNormal, was != nil
-	case v1.ConditionAvailable:
-		if was == nil {
+	case v1.ConditionReady:
+		if was != nil && machinesReason(was.Reason) && machinesReason(c.Reason) {
 			return "", false
 		}
 	}
@@ -377,6 +382,11 @@ func eventKind(c metav1.Condition, was *metav1.Condition) (string, bool) {
 		return corev1.EventTypeWarning, true
 	}
 	return corev1.EventTypeNormal, true
+}
+
+// machinesReason: Ready says only how many machines are ready.
+func machinesReason(reason string) bool {
+	return reason == ReasonMachinesReady || reason == ReasonMachinesNotReady
 }
 
 // statusEqual compares statuses. Condition timestamps compare equal unless a condition

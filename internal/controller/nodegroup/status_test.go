@@ -284,30 +284,40 @@ func TestMachineNotRunning(t *testing.T) {
 	}
 }
 
-// TestEventKind: a condition turning False is a Warning, except RollingOut ending; the
-// machines' conditions that Ready or scaling already report have no event, and none of
-// them has one when it first appears.
+// TestEventKind: a condition turning False is a Warning, except RollingOut ending, which
+// has no event when it first appears; the machines' comings and goings (their
+// conditions, and Ready between MachinesReady and MachinesNotReady) have none.
 func TestEventKind(t *testing.T) {
 	was := func(s metav1.ConditionStatus) *metav1.Condition { return &metav1.Condition{Status: s} }
+	wasReason := func(s metav1.ConditionStatus, reason string) *metav1.Condition {
+		return &metav1.Condition{Status: s, Reason: reason}
+	}
 	for _, tc := range []struct {
 		typ    string
 		status metav1.ConditionStatus
+		reason string
 		was    *metav1.Condition
 		kind   string // empty: no event
 	}{
-		{v1.ConditionRendered, no, was(yes), "Warning"},
-		{v1.ConditionRendered, yes, nil, "Normal"},
-		{v1.ConditionTalosIdentityReady, no, nil, "Warning"},
-		{v1.ConditionAvailable, no, was(yes), "Warning"},
-		{v1.ConditionAvailable, no, nil, ""},
-		{v1.ConditionRollingOut, yes, was(no), "Normal"},
-		{v1.ConditionRollingOut, no, was(yes), "Normal"},
-		{v1.ConditionRollingOut, yes, nil, ""},
-		{v1.ConditionScalingUp, yes, was(no), ""},
-		{v1.ConditionScalingDown, no, was(yes), ""},
-		{v1.ConditionUpToDate, no, was(yes), ""},
+		{v1.ConditionRendered, no, "RenderFailed", was(yes), "Warning"},
+		{v1.ConditionRendered, yes, "Rendered", nil, "Normal"},
+		{v1.ConditionTalosIdentityReady, no, "SecretNotOwned", nil, "Warning"},
+		{v1.ConditionAvailable, no, "NotAvailable", was(yes), ""},
+		{v1.ConditionAvailable, yes, "Available", was(no), ""},
+		{v1.ConditionAvailable, no, "NotAvailable", nil, ""},
+		{v1.ConditionRollingOut, yes, "RollingOut", was(no), "Normal"},
+		{v1.ConditionRollingOut, no, "NotRollingOut", was(yes), "Normal"},
+		{v1.ConditionRollingOut, yes, "RollingOut", nil, ""},
+		{v1.ConditionScalingUp, yes, "ScalingUp", was(no), ""},
+		{v1.ConditionScalingDown, no, "NotScalingDown", was(yes), ""},
+		{v1.ConditionUpToDate, no, "NotUpToDate", was(yes), ""},
+		{v1.ConditionReady, no, ReasonMachinesNotReady, wasReason(yes, ReasonMachinesReady), ""},
+		{v1.ConditionReady, yes, ReasonMachinesReady, wasReason(no, ReasonMachinesNotReady), ""},
+		{v1.ConditionReady, no, "ClassNotFound", wasReason(no, ReasonMachinesNotReady), "Warning"},
+		{v1.ConditionReady, no, ReasonMachinesNotReady, wasReason(no, "ClassNotFound"), "Warning"},
+		{v1.ConditionReady, yes, ReasonMachinesReady, wasReason(metav1.ConditionUnknown, ReasonNotChecked), "Normal"},
 	} {
-		kind, ok := eventKind(metav1.Condition{Type: tc.typ, Status: tc.status}, tc.was)
+		kind, ok := eventKind(metav1.Condition{Type: tc.typ, Status: tc.status, Reason: tc.reason}, tc.was)
 		if !ok {
 			kind = ""
 		}
