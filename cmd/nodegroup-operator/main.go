@@ -34,6 +34,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/satellite"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metricsauth"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
@@ -185,6 +186,11 @@ func main() {
 	dns := &controlplanedns.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	if err := dns.Register(mgr); err != nil {
 		log.Error(err, "registering the control-plane DNS controller")
+		os.Exit(1)
+	}
+	satellites := &satellite.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	if err := satellites.Register(mgr); err != nil {
+		log.Error(err, "registering the satellite controller")
 		os.Exit(1)
 	}
 	inUse := &inuse.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}

@@ -168,6 +168,9 @@ type SatelliteInput struct {
 	// LocationName and Location are the location.
 	LocationName string
 	Location     v1.LocationSpec
+	// ControlPlaneVersion is the tenant control plane's desired Kubernetes version (its
+	// KamajiControlPlane's spec.version), empty when unknown.
+	ControlPlaneVersion string
 }
 
 // ProxmoxCluster renders the InfraCluster of a tenant cluster's satellite on a Proxmox

@@ -40,21 +40,31 @@ func proxmoxInput(t testing.TB, mutate func(in *Input, pve *v1.ProxmoxProvider))
 
 // satellite is the satellite of the pool's cluster on the pool's location.
 func satellite(in *Input) *SatelliteInput {
-	return &SatelliteInput{Namespace: in.Namespace, Cluster: in.Cluster, LocationName: in.LocationName, Location: in.Location}
+	return &SatelliteInput{Namespace: in.Namespace, Cluster: in.Cluster, LocationName: in.LocationName, Location: in.Location,
+		ControlPlaneVersion: in.KubernetesVersion}
 }
 
-// proxmoxObjects renders a pool's ProxmoxMachineTemplate and its cluster's
-// ProxmoxCluster on the pool's location.
+// proxmoxObjects renders a pool's ProxmoxMachineTemplate and its cluster's satellite
+// on the pool's location: its Cluster, SatelliteControlPlane and ProxmoxCluster.
 func proxmoxObjects(in *Input) ([]client.Object, error) {
 	tmpl, err := ProxmoxMachineTemplate(in)
 	if err != nil {
 		return nil, err
 	}
-	cluster, err := ProxmoxCluster(satellite(in))
+	sat := satellite(in)
+	cluster, err := SatelliteCluster(sat)
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{tmpl, cluster}, nil
+	cp, err := SatelliteControlPlane(sat)
+	if err != nil {
+		return nil, err
+	}
+	infra, err := ProxmoxCluster(sat)
+	if err != nil {
+		return nil, err
+	}
+	return []client.Object{tmpl, cluster, cp, infra}, nil
 }
 
 // proxmoxGoldenCases are the Proxmox render cases held by golden files.

@@ -2,12 +2,16 @@ package render_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	cpv1 "github.com/nodegroup-io/nodegroup-operator/api/controlplane/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/offline/customresource"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
@@ -15,29 +19,48 @@ import (
 )
 
 // TestProxmoxObjectsPassUpstreamCRDs creates every rendered Proxmox object against
-// capmox v0.9.0's own CRDs (shared/crds-upstream, checked by sha256), offline and as the
-// API server would: unknown fields refused (strict), defaults, schema and CEL rules. The
-// hostile case's template, whose tags and bridge the Location CRD would refuse, is
-// refused by capmox's CRD too. The real API server checks the golden files as well
-// (internal/controller/nodegroup, TestGoldenObjectsAcceptedByUpstreamCRDs).
+// the CRD that serves it, offline and as the API server would: unknown fields refused
+// (strict), defaults, schema and CEL rules. The ProxmoxMachineTemplate and
+// ProxmoxCluster against capmox v0.9.0's own CRDs and the satellite's Cluster against
+// Cluster API's (shared/crds-upstream, checked by sha256), its SatelliteControlPlane
+// against the operator's. The hostile case's template, whose tags and bridge the
+// Location CRD would refuse, is refused by capmox's CRD too. The real API server checks
+// the golden files as well (internal/controller/nodegroup,
+// TestGoldenObjectsAcceptedByUpstreamCRDs).
 func TestProxmoxObjectsPassUpstreamCRDs(t *testing.T) {
 	crds, err := testenv.ProviderCRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	kinds := map[string]*customresource.Kind{}
-	for _, crd := range crds {
-		if !strings.HasPrefix(crd.Name, "proxmox") {
-			continue
-		}
-		k, err := customresource.FromCRD(crd, capmox.GroupVersion.Version)
+	add := func(crd []byte, version string) {
+		k, err := customresource.Load(crd, version)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kinds[k.GroupVersionKind().Kind] = k
+		kinds[k.GroupVersionKind().GroupVersion().String()+"/"+k.GroupVersionKind().Kind] = k
 	}
-	if len(kinds) != 2 {
-		t.Fatalf("want the ProxmoxMachineTemplate and ProxmoxCluster CRDs, got %d", len(kinds))
+	for _, crd := range crds {
+		if crd.Name != "clusters.cluster.x-k8s.io" && !strings.HasPrefix(crd.Name, "proxmox") {
+			continue
+		}
+		version := capmox.GroupVersion.Version
+		if crd.Spec.Group == clusterv1.GroupVersion.Group {
+			version = clusterv1.GroupVersion.Version
+		}
+		k, err := customresource.FromCRD(crd, version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds[k.GroupVersionKind().GroupVersion().String()+"/"+k.GroupVersionKind().Kind] = k
+	}
+	own, err := os.ReadFile(filepath.Join(testenv.CRDDir(), "controlplane.nodegroup.io_satellitecontrolplanes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(own, cpv1.GroupVersion.Version)
+	if len(kinds) != 4 {
+		t.Fatalf("want the ProxmoxMachineTemplate, ProxmoxCluster, Cluster and SatelliteControlPlane CRDs, got %d", len(kinds))
 	}
 	checked := 0
 	for name, objs := range render.ProxmoxObjectsForTest(t) {
@@ -47,9 +70,9 @@ func TestProxmoxObjectsPassUpstreamCRDs(t *testing.T) {
 				t.Fatal(err)
 			}
 			u := &unstructured.Unstructured{Object: m}
-			k := kinds[u.GetKind()]
-			if k == nil || u.GetAPIVersion() != capmox.GroupVersion.String() {
-				t.Fatalf("%s: rendered %s %s, which no capmox CRD serves", name, u.GetAPIVersion(), u.GetKind())
+			k := kinds[u.GetAPIVersion()+"/"+u.GetKind()]
+			if k == nil {
+				t.Fatalf("%s: rendered %s %s, which none of the CRDs serves", name, u.GetAPIVersion(), u.GetKind())
 			}
 			err = k.Create(context.Background(), u)
 			switch {
@@ -61,7 +84,7 @@ func TestProxmoxObjectsPassUpstreamCRDs(t *testing.T) {
 			checked++
 		}
 	}
-	if checked < 6 {
-		t.Errorf("checked %d objects, want the template and cluster of at least three cases", checked)
+	if checked < 12 {
+		t.Errorf("checked %d objects, want the four objects of at least three cases", checked)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Timeout is how long the controller suites wait for a controller to act.
@@ -63,4 +64,27 @@ func WebhooksTrust(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, 
 		}
 	}
 	return nil
+}
+
+// Reconciles is how many reconciles the named controller finished in this process (any
+// result), from controller-runtime's own counter.
+func Reconciles(controller string) float64 {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		panic(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
@@ -28,25 +27,5 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// reconciles is how many reconciles the controller finished (any result), from
-// controller-runtime's own counter.
-func reconciles() float64 {
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		panic(err)
-	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == reconciler.Name() {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
-}
+// reconciles is how many reconciles the controller finished.
+func reconciles() float64 { return testenv.Reconciles(reconciler.Name()) }

@@ -1,0 +1,180 @@
+package satellite
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cpv1 "github.com/nodegroup-io/nodegroup-operator/api/controlplane/v1alpha1"
+	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/apply"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
+)
+
+// Register adds the controller to a manager whose indexer has the operator's field
+// indexes (operator.RegisterIndexes). The SatelliteControlPlane kind (the operator's
+// CRDs chart) and the KamajiControlPlane kind must be served.
+func (r *Reconciler) Register(mgr ctrl.Manager) error {
+	for _, gvk := range []struct{ group, version, kind string }{
+		{cpv1.GroupVersion.Group, cpv1.GroupVersion.Version, "SatelliteControlPlane"},
+		{kamaji.ControlPlaneGVK.Group, kamaji.ControlPlaneGVK.Version, kamaji.ControlPlaneGVK.Kind},
+	} {
+		if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: gvk.group, Kind: gvk.kind}, gvk.version); err != nil {
+			return fmt.Errorf("%s.%s is not served: %w", gvk.kind, gvk.group, err)
+		}
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
+	}
+	if r.Cache == nil {
+		r.Cache = mgr.GetCache()
+	}
+	r.applier = apply.NewCached(r.Client, r.APIReader, r.Cache)
+
+	kcp := &unstructured.Unstructured{}
+	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(r.Name()).
+		// A tenant Cluster's spec and pause, and any change to a satellite: Cluster
+		// API's status updates change nothing read here.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantOfCluster),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, paused.AnnotationToggled()))).
+		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClusterOfPool), builder.WithPredicates(poolAddedOrRemoved())).
+		// Its status too: the satellites mirror it.
+		Watches(kcp, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClustersOf(r.Client))).
+		Watches(&cpv1.SatelliteControlPlane{}, handler.EnqueueRequestsFromMapFunc(tenantOfControlPlane)).
+		Watches(&v1.Location{}, handler.EnqueueRequestsFromMapFunc(r.clustersOnLocation)).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfSecret)).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.clustersInNamespace),
+			builder.WithPredicates(labelsChanged())).
+		Complete(r)
+}
+
+// poolAddedOrRemoved: a pool's cluster and location never change, so only its
+// existence matters.
+func poolAddedOrRemoved() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+}
+
+// labelsChanged: a namespace's labels decide which locations admit it.
+func labelsChanged() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		DeleteFunc: func(event.DeleteEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return fmt.Sprint(e.ObjectOld.GetLabels()) != fmt.Sprint(e.ObjectNew.GetLabels())
+		},
+	}
+}
+
+// tenantOfCluster maps a satellite Cluster to the tenant Cluster that controls it, and
+// any other Cluster to itself.
+func (r *Reconciler) tenantOfCluster(_ context.Context, obj client.Object) []reconcile.Request {
+	if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Cluster" && obj.GetLabels()[names.LabelManagedBy] == names.ManagedByValue {
+		return request(obj.GetNamespace(), ref.Name)
+	}
+	return request(obj.GetNamespace(), obj.GetName())
+}
+
+// tenantOfControlPlane maps a SatelliteControlPlane to its tenant Cluster.
+func tenantOfControlPlane(_ context.Context, obj client.Object) []reconcile.Request {
+	scp, ok := obj.(*cpv1.SatelliteControlPlane)
+	if !ok || scp.Spec.ClusterName == "" {
+		return nil
+	}
+	return request(scp.Namespace, scp.Spec.ClusterName)
+}
+
+// clustersOnLocation maps a Location to the Clusters with pools on it.
+func (r *Reconciler) clustersOnLocation(ctx context.Context, obj client.Object) []reconcile.Request {
+	pools := &v1.NodeGroupList{}
+	if err := r.Client.List(ctx, pools, client.MatchingFields{operator.PoolsByLocation: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var out []reconcile.Request
+	for i := range pools.Items {
+		key := types.NamespacedName{Namespace: pools.Items[i].Namespace, Name: pools.Items[i].Spec.ClusterName}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
+}
+
+// clustersOfSecret maps a Secret to the tenant Clusters it matters to: a Cluster's
+// kubeconfig (or a satellite's) to the tenant Cluster, the operator's credentials copy
+// to the tenants of the satellites that own it, and a Location's credentials Secret
+// to the Clusters with pools on that Location.
+func (r *Reconciler) clustersOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	labels := obj.GetLabels()
+	if name := labels[clusterv1.ClusterNameLabel]; name != "" {
+		c := &clusterv1.Cluster{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, c); err == nil {
+			return r.tenantOfCluster(ctx, c)
+		}
+		return request(obj.GetNamespace(), name)
+	}
+	if labels[names.LabelManagedBy] == names.ManagedByValue && labels[names.LabelLocation] != "" {
+		var out []reconcile.Request
+		for _, ref := range obj.GetOwnerReferences() {
+			if ref.Kind != "Cluster" {
+				continue
+			}
+			c := &clusterv1.Cluster{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, c); err == nil {
+				out = append(out, r.tenantOfCluster(ctx, c)...)
+			}
+		}
+		return out
+	}
+	locations := &v1.LocationList{}
+	if err := r.Client.List(ctx, locations); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range locations.Items {
+		pve := locations.Items[i].Spec.Provider.Proxmox
+		if pve != nil && pve.CredentialsRef.Namespace == obj.GetNamespace() && pve.CredentialsRef.Name == obj.GetName() {
+			out = append(out, r.clustersOnLocation(ctx, &locations.Items[i])...)
+		}
+	}
+	return out
+}
+
+// clustersInNamespace maps a Namespace to the Kamaji Clusters in it.
+func (r *Reconciler) clustersInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	clusters := &clusterv1.ClusterList{}
+	if err := r.Client.List(ctx, clusters, client.InNamespace(obj.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range clusters.Items {
+		if kamaji.IsControlPlaneOf(&clusters.Items[i]) {
+			out = append(out, request(obj.GetName(), clusters.Items[i].Name)...)
+		}
+	}
+	return out
+}
+
+func request(namespace, name string) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}}
+}
