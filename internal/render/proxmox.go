@@ -34,8 +34,8 @@ const (
 )
 
 // ProxmoxMachinesNotYetError says a pool is on a Proxmox location: its machine template
-// renders, but the Cluster its MachineDeployment would run under (the location's
-// satellite) is not made by this operator version.
+// renders, and the satellite controller keeps the Cluster its MachineDeployment would
+// run under, but this operator version makes no machines there (docs/locations.md).
 type ProxmoxMachinesNotYetError struct {
 	Location string
 	// Template is the name the pool's ProxmoxMachineTemplate renders with.

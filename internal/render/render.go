@@ -49,7 +49,8 @@ func Render(in *Input) (*Output, error) {
 	}
 	if in.Location.Provider.Proxmox != nil {
 		// The machine template renders; the MachineDeployment would run under the
-		// location's satellite Cluster, which this operator version does not make.
+		// location's satellite Cluster (internal/controller/satellite), but no machines
+		// are made there yet (docs/locations.md).
 		t, err := ProxmoxMachineTemplate(in)
 		if err != nil {
 			return nil, err
