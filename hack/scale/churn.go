@@ -111,8 +111,12 @@ func (h *harness) runChurn(ctx context.Context) error {
 	if err := h.op.Alive(); err != nil {
 		return err
 	}
+	if h.cfg.Profiles != "" {
+		h.heapProfile(ctx, "steady")
+	}
 	h.res.SteadyRun = h.op.usage()
 	h.op.Stop(15 * time.Second)
+	h.churnStarted = true
 	if err := h.restart(ctx, phaseChurnRestart, &h.res.ChurnRestart, 0); err != nil {
 		return err
 	}

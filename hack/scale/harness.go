@@ -96,6 +96,8 @@ type harness struct {
 	cfg  Config
 	res  *Result
 	root string
+	// churnStarted: the operator running is the one restarted for the churn.
+	churnStarted bool
 
 	env *testenv.Env
 	// admin reads and prepares, as the control plane's admin, without a client-side

@@ -55,7 +55,7 @@ func main() {
 	flag.DurationVar(&cfg.ChurnInterval, "churn-interval", 3*time.Second, "how often the churn scales each of its pools")
 	flag.DurationVar(&cfg.Timeout, "timeout", time.Hour, "longest wait for a convergence")
 	out := flag.String("out", "results", "folder of the results (text and JSON)")
-	profile := flag.Bool("pprof", false, "save pprof profiles into the results folder: CPU profiles of the API server (bare, cold, restart, bare-again) and the operator (cold, restart), heap profiles of the operator (cold, steady)")
+	profile := flag.Bool("pprof", false, "save pprof profiles into the results folder: CPU profiles of the API server (bare, cold, restart, bare-again) and the operator (cold, restart), heap profiles of the operator (cold, steady, churn)")
 	keepWork := flag.Bool("keep", false, "keep the work folder (operator binary, log, audit log)")
 	flag.Parse()
 

@@ -422,12 +422,17 @@ func (h *harness) stopOperator(ctx context.Context) error {
 		return err
 	}
 	h.profiles.Wait()
-	if h.cfg.Profiles != "" {
-		h.heapProfile(ctx, "steady")
-	}
-	if h.res.Churn.Pools > 0 {
+	// The process running now: the one restarted for the churn, once that began
+	// (runChurn took the steady state's figures and heap profile before it).
+	if h.churnStarted {
+		if h.cfg.Profiles != "" {
+			h.heapProfile(ctx, "churn")
+		}
 		h.res.ChurnRun = h.op.usage()
 	} else {
+		if h.cfg.Profiles != "" {
+			h.heapProfile(ctx, "steady")
+		}
 		h.res.SteadyRun = h.op.usage()
 	}
 	h.res.PeakRSSMiB = max(h.res.ColdRun.PeakRSSMiB, h.res.SteadyRun.PeakRSSMiB, h.res.ChurnRun.PeakRSSMiB)

@@ -283,7 +283,7 @@ func (r *Result) Table() string {
 	fmt.Fprintf(w, "e. operator peak RSS\t%.0f MiB\t<= %d MiB %s\n", r.PeakRSSMiB, targetPeakRSSMiB, verdict(r.PeakRSSMiB <= targetPeakRSSMiB, r.PeakRSSMiB/targetPeakRSSMiB-1))
 	fmt.Fprintf(w, "   peak RSS: cold start and wave / restart and steady\t%.0f / %.0f MiB\t\n", r.ColdRun.PeakRSSMiB, r.SteadyRun.PeakRSSMiB)
 	if r.Churn.Pools > 0 {
-		fmt.Fprintf(w, "   peak RSS: restart with the chart's sync period and churn\t%.0f MiB\t\n", r.ChurnRun.PeakRSSMiB)
+		fmt.Fprintf(w, "   peak RSS, CPU: restart with the chart's sync period and churn\t%.0f MiB, %.1f s\t\n", r.ChurnRun.PeakRSSMiB, r.ChurnRun.CPUSeconds)
 	}
 	fmt.Fprintf(w, "   RSS at convergence: heap and stacks / binary\t%.0f / %.0f MiB\t\n", r.AtConvergence.RSSAnonMiB, r.AtConvergence.RSSFileMiB)
 	fmt.Fprintf(w, "   operator CPU: cold start and wave / restart and steady\t%.1f / %.1f s\t\n", r.ColdRun.CPUSeconds, r.SteadyRun.CPUSeconds)

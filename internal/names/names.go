@@ -38,10 +38,12 @@ func SatelliteName(cluster, location string) string {
 	return prefix + "-" + hex.EncodeToString(sum[:])[:nameHashLen]
 }
 
-// ProxmoxCredentialsName is the name of the operator's copy, in a tenant namespace, of
-// a Proxmox location's credentials Secret.
-func ProxmoxCredentialsName(location string) string {
-	return LabelValue("nodegroup-proxmox-" + location)
+// SatelliteCredentialsName is the name of the operator's copy, in a tenant namespace, of
+// a Proxmox location's credentials Secret for one satellite: `<satellite>-credentials`.
+// One copy per satellite, not per namespace: capmox makes its ProxmoxCluster an owner
+// of the Secret it reads, with a finalizer it removes only when no other owner is left.
+func SatelliteCredentialsName(cluster, location string) string {
+	return SatelliteName(cluster, location) + "-credentials"
 }
 
 // MachineDeploymentName is the stable name of a pool's MachineDeployment:

@@ -65,7 +65,7 @@ func TestSatelliteName(t *testing.T) {
 	if got := SatelliteName("tenant-a", "pve-lab"); !strings.HasPrefix(got, "tenant-a-pve-lab-") || len(got) != len("tenant-a-pve-lab-")+nameHashLen {
 		t.Errorf("SatelliteName(tenant-a, pve-lab) = %q, want tenant-a-pve-lab-<hash>", got)
 	}
-	if got := ProxmoxCredentialsName(long + long); len(validation.IsDNS1123Subdomain(got)) > 0 || len(got) > 63 {
-		t.Errorf("ProxmoxCredentialsName = %q", got)
+	if got := SatelliteCredentialsName(long, long); len(validation.IsDNS1123Subdomain(got)) > 0 || got != SatelliteName(long, long)+"-credentials" {
+		t.Errorf("SatelliteCredentialsName = %q", got)
 	}
 }

@@ -16,10 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cpv1 "github.com/nodegroup-io/nodegroup-operator/api/controlplane/v1alpha1"
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/cachedspec"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 )
 
@@ -52,6 +54,8 @@ import (
 //   - of the Services and Secrets watched as metadata, and of the autoscaler's
 //     ServiceAccounts, Roles and RoleBindings, nothing their readers do not look at
 //     (trimUnreadMetadata), and of MachineSets no annotations;
+//   - of SatelliteControlPlanes and ProxmoxClusters, only the operator's (its
+//     satellites');
 //   - of every object, no managedFields and no last-applied-configuration annotation,
 //     which nothing reads from the cache and which are often the larger part of it;
 //     and the strings thousands of objects repeat (namespaces, label and annotation
@@ -64,6 +68,9 @@ func CacheOptions() cache.Options {
 		&clusterv1.MachineHealthCheck{}: {Label: managed, Transform: trimMachineHealthCheck},
 		&clusterv1.MachineSet{}:         {Label: labels.NewSelector().Add(*poolReq), Transform: trimMachineSet},
 		&clusterv1.Machine{}:            {Label: labels.NewSelector().Add(*poolReq), Transform: trimMachine},
+		// The satellites' objects: only the operator's.
+		&cpv1.SatelliteControlPlane{}: {Label: managed},
+		&capmox.ProxmoxCluster{}:      {Label: managed},
 	}
 	for _, gvk := range names.TemplateKinds {
 		m := &metav1.PartialObjectMetadata{}

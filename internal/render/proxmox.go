@@ -197,7 +197,7 @@ func ProxmoxCluster(in *SatelliteInput) (*capmox.ProxmoxCluster, error) {
 			IPv4Config:                  ipConfig(pve.IPv4),
 			IPv6Config:                  ipConfig(pve.IPv6),
 			DNSServers:                  sortedSet(pve.DNSServers),
-			CredentialsRef:              &capmox.SecretReference{Name: names.ProxmoxCredentialsName(in.LocationName), Namespace: in.Namespace},
+			CredentialsRef:              &capmox.SecretReference{Name: names.SatelliteCredentialsName(in.Cluster.Name, in.LocationName), Namespace: in.Namespace},
 		},
 	}, nil
 }

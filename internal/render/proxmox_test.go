@@ -229,7 +229,7 @@ func TestProxmoxClusterNames(t *testing.T) {
 		t.Errorf("ProxmoxCluster %s/%s", c.Namespace, c.Name)
 	}
 	ref := c.Spec.CredentialsRef
-	if ref == nil || ref.Name != names.ProxmoxCredentialsName("pve-lab") || ref.Namespace != "tenant-a" {
+	if ref == nil || ref.Name != names.SatelliteCredentialsName("tenant-a", "pve-lab") || ref.Namespace != "tenant-a" {
 		t.Errorf("credentialsRef = %+v, want the copy in tenant-a, never the platform's Secret", ref)
 	}
 	if got := c.Spec.ControlPlaneEndpoint; got.Host != "tenant-a.tenant-a.k8s.lab.example.com" || got.Port != 443 {

@@ -90,7 +90,6 @@ type SatelliteControlPlaneInitialization struct {
 // +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
-// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move-hierarchy="
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.locationName`
 // +kubebuilder:printcolumn:name="Initialized",type=boolean,JSONPath=`.status.initialization.controlPlaneInitialized`

@@ -363,10 +363,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 // at once). The machines' comings and goings have none: Available, ScalingUp,
 // ScalingDown and UpToDate, and Ready moving between MachinesReady and
 // MachinesNotReady. Every scale flips them (an autoscaled pool may scale every few
-// seconds), Cluster API already records an event for each Machine it creates, deletes
-// or remediates, and the conditions, the summary and the metrics of pools not ready
-// tell the state; an event per flip would only write to the API server as often as
-// the pool scales.
+// seconds), Cluster API already records events for the machines (each one a MachineSet
+// creates or deletes, on the MachineSet; each remediation, on the Machine), and the
+// conditions, the summary and the metrics of pools not ready tell the state; an event
+// per flip would only write to the API server as often as the pool scales.
 func eventKind(c metav1.Condition, was *metav1.Condition) (string, bool) {
 	switch c.Type {
 	case v1.ConditionAvailable, v1.ConditionScalingUp, v1.ConditionScalingDown, v1.ConditionUpToDate:

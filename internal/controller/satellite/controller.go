@@ -4,19 +4,25 @@
 // namespace whose InfraCluster is the location's (a ProxmoxCluster with the operator's
 // copy of the location's credentials) and whose control plane is a
 // SatelliteControlPlane mirroring the tenant's KamajiControlPlane, with its
-// <satellite>-kubeconfig. A satellite is made for a location only while a pool of the
-// cluster names it, and only when the location admits the namespace: a tenant never
-// gets the credentials of a location that does not admit it. It is deleted once no
-// pool of the cluster names the location any more; a pool is gone only after its
-// machines are (its finalizer waits for its MachineDeployment), so the satellite
-// outlives the drains.
+// <satellite>-kubeconfig.
 //
-// Ownership: the satellite Cluster is controlled by the tenant Cluster, so it goes
-// with it; its control plane, InfraCluster and the credentials copy are controlled by
-// the satellite Cluster (as Cluster API itself sets them), the kubeconfig by the control
-// plane, as Cluster API's bootstrap providers expect. The InfraCluster must not name the
-// tenant Cluster as an owner: infrastructure providers take the first owner of kind
-// Cluster as theirs.
+// A satellite is made only for a location that exists and admits the namespace: a
+// tenant never gets the credentials of a location that does not admit it. Once made,
+// it stays, untouched, while a pool of the cluster names its location, even if the
+// location stops admitting the namespace: deleting it would delete the machines there
+// (the pools report the refusal). It is deleted once no pool names the location any
+// more; a pool is gone only after its machines are (its finalizer waits for its
+// MachineDeployment), so the satellite outlives the drains. A tenant Cluster being
+// deleted has its satellites deleted first, while its API server still answers.
+//
+// Ownership: the satellite Cluster is controlled by the tenant Cluster; its control
+// plane and InfraCluster by the satellite Cluster (as Cluster API itself sets them); the
+// kubeconfig by the control plane, as Cluster API's bootstrap providers expect. The
+// InfraCluster must not name the tenant Cluster as an owner: infrastructure providers
+// take the first owner of kind Cluster as theirs. The credentials copy has no owner of
+// the operator's: capmox makes the ProxmoxCluster its owner and adds a finalizer that it
+// removes only when no other owner is left, so the operator deletes the copy itself once
+// the satellite Cluster is gone.
 package satellite
 
 import (
@@ -29,6 +35,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,6 +58,7 @@ const (
 	ReasonSatelliteCreated = "SatelliteCreated"
 	ReasonSatelliteDeleted = "SatelliteDeleted"
 	ReasonSatelliteFailed  = "SatelliteFailed"
+	ReasonSatelliteWaiting = "SatelliteWaiting"
 )
 
 // Reconciler keeps the satellites of one tenant Cluster per reconcile.
@@ -87,69 +95,98 @@ func (r *Reconciler) Name() string { return "satellite" }
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	c := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err) // its satellites go with it (owner references)
-	}
-	if !c.DeletionTimestamp.IsZero() || !kamaji.IsControlPlaneOf(c) || paused.Cluster(c) {
-		return ctrl.Result{}, nil
-	}
-	want, err := r.wanted(ctx, c)
-	if err != nil {
+		if apierrors.IsNotFound(err) {
+			// Its satellites go with it (owner references); their copies of the
+			// credentials once they are gone.
+			return ctrl.Result{}, r.cleanCredentials(ctx, req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, err
+	}
+	if !kamaji.IsControlPlaneOf(c) || paused.Cluster(c) {
+		return ctrl.Result{}, nil
 	}
 	have, err := r.existing(ctx, c)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	var errs []error
-	for _, loc := range sortedKeys(want) {
-		if err := r.keep(ctx, c, loc, want[loc]); err != nil {
+	if !c.DeletionTimestamp.IsZero() {
+		for _, sat := range have {
+			if err := r.remove(ctx, c, sat, "the tenant Cluster is being deleted"); err != nil {
+				errs = append(errs, fmt.Errorf("removing satellite Cluster %s: %w", sat.Name, err))
+			}
+		}
+		return r.done(c, append(errs, r.cleanCredentials(ctx, c.Namespace, c.Name)))
+	}
+	named, admitted, err := r.locations(ctx, c)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var kcp *unstructured.Unstructured
+	if len(admitted) > 0 {
+		if kcp, err = r.controlPlane(ctx, c); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	byName := map[string]*clusterv1.Cluster{}
+	for _, sat := range have {
+		byName[sat.Name] = sat
+	}
+	for _, loc := range sortedKeys(admitted) {
+		if err := r.keep(ctx, c, loc, admitted[loc], kcp, byName[names.SatelliteName(c.Name, loc)]); err != nil {
 			errs = append(errs, fmt.Errorf("satellite on location %q: %w", loc, err))
 		}
 	}
-	keepNames := map[string]bool{}
-	for loc := range want {
-		keepNames[names.SatelliteName(c.Name, loc)] = true
-	}
 	for _, sat := range have {
-		if keepNames[sat.Name] {
+		if named[sat.Name] {
 			continue
 		}
-		if err := r.remove(ctx, c, sat); err != nil {
+		if err := r.remove(ctx, c, sat, "no pool of the cluster is on its location any more"); err != nil {
 			errs = append(errs, fmt.Errorf("removing satellite Cluster %s: %w", sat.Name, err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		r.event(c, corev1.EventTypeWarning, ReasonSatelliteFailed, "%v", err)
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, nil
+	return r.done(c, append(errs, r.cleanCredentials(ctx, c.Namespace, c.Name)))
 }
 
-// wanted are the locations that need a satellite of c: each location other than the
-// management cluster that a pool of c names (one being deleted too: its machines may
-// still drain), that exists, runs on Proxmox and admits the namespace. A location that
-// fails any of that gets no satellite; the pool's own conditions say why.
-func (r *Reconciler) wanted(ctx context.Context, c *clusterv1.Cluster) (map[string]*v1.LocationSpec, error) {
+// done ends a reconcile with errs: none, a requeue for a conflict (a write raced the
+// cache, nothing to report), or the errors, with a Warning event.
+func (r *Reconciler) done(c *clusterv1.Cluster, errs []error) (ctrl.Result, error) {
+	err := errors.Join(errs...)
+	switch {
+	case err == nil:
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err):
+		return ctrl.Result{Requeue: true}, nil
+	}
+	r.event(c, corev1.EventTypeWarning, ReasonSatelliteFailed, "%v", err)
+	return ctrl.Result{}, err
+}
+
+// locations reads what c's pools call for: named holds the satellite name of every
+// location a pool of c names (one being deleted too: its machines may still drain), and
+// admitted the locations among them that get a satellite kept: they exist, run on
+// Proxmox and admit the namespace. A named location that is not admitted keeps the
+// satellite it has, untouched; the pool's own conditions say why.
+func (r *Reconciler) locations(ctx context.Context, c *clusterv1.Cluster) (map[string]bool, map[string]*v1.LocationSpec, error) {
 	pools := &v1.NodeGroupList{}
 	if err := r.Client.List(ctx, pools, client.InNamespace(c.Namespace), client.MatchingFields{operator.PoolsByCluster: c.Name}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	want := map[string]*v1.LocationSpec{}
+	named := map[string]bool{}
+	admitted := map[string]*v1.LocationSpec{}
 	var nsLabels map[string]string
 	for i := range pools.Items {
 		name := pools.Items[i].Spec.LocationName
-		if name == "" {
+		if name == "" || named[names.SatelliteName(c.Name, name)] {
 			continue
 		}
-		if _, seen := want[name]; seen {
-			continue
-		}
+		named[names.SatelliteName(c.Name, name)] = true
 		loc := &v1.Location{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, loc); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if loc.Spec.Provider.Proxmox == nil {
 			continue
@@ -158,7 +195,7 @@ func (r *Reconciler) wanted(ctx context.Context, c *clusterv1.Cluster) (map[stri
 			ns := &metav1.PartialObjectMetadata{}
 			ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 			if err := r.Client.Get(ctx, client.ObjectKey{Name: c.Namespace}, ns); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			nsLabels = ns.Labels
 			if nsLabels == nil {
@@ -166,12 +203,14 @@ func (r *Reconciler) wanted(ctx context.Context, c *clusterv1.Cluster) (map[stri
 			}
 		}
 		admits, err := policy.LocationAdmits(ctx, &loc.Spec, nsLabels)
-		if err != nil || !admits {
-			continue
+		if err != nil {
+			return nil, nil, fmt.Errorf("location %q: %w", name, err)
 		}
-		want[name] = &loc.Spec
+		if admits {
+			admitted[name] = &loc.Spec
+		}
 	}
-	return want, nil
+	return named, admitted, nil
 }
 
 // existing are c's satellite Clusters, from the cache.
@@ -191,14 +230,15 @@ func (r *Reconciler) existing(ctx context.Context, c *clusterv1.Cluster) ([]*clu
 	return out, nil
 }
 
-// keep makes the satellite of c on location loc hold what it should.
-func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, loc string, spec *v1.LocationSpec) error {
-	version, kcp, err := r.controlPlane(ctx, c)
-	if err != nil {
-		return err
+// keep makes the satellite of c on location loc hold what it should; cur is the
+// satellite Cluster the cache holds, if any. A satellite being deleted is left to its
+// deletion, whose end brings the tenant back here.
+func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, loc string, spec *v1.LocationSpec, kcp *unstructured.Unstructured, cur *clusterv1.Cluster) error {
+	if cur != nil && !cur.DeletionTimestamp.IsZero() {
+		return nil
 	}
 	in := &render.SatelliteInput{
-		Namespace: c.Namespace, LocationName: loc, Location: *spec, ControlPlaneVersion: version,
+		Namespace: c.Namespace, LocationName: loc, Location: *spec, ControlPlaneVersion: desiredVersion(kcp),
 		Cluster: render.Cluster{
 			Name: c.Name, ControlPlaneHost: c.Spec.ControlPlaneEndpoint.Host, ControlPlanePort: c.Spec.ControlPlaneEndpoint.Port,
 			ServiceCIDRs: c.Spec.ClusterNetwork.Services.CIDRBlocks, PodCIDRs: c.Spec.ClusterNetwork.Pods.CIDRBlocks,
@@ -207,15 +247,15 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, loc string,
 	}
 	satCluster, err := render.SatelliteCluster(in)
 	if err != nil {
-		return err
+		return r.waiting(ctx, c, loc, err)
 	}
 	scp, err := render.SatelliteControlPlane(in)
 	if err != nil {
-		return err
+		return r.waiting(ctx, c, loc, err)
 	}
 	infra, err := render.ProxmoxCluster(in)
 	if err != nil {
-		return err
+		return r.waiting(ctx, c, loc, err)
 	}
 
 	into := &unstructured.Unstructured{}
@@ -228,22 +268,12 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, loc string,
 		r.event(c, corev1.EventTypeNormal, ReasonSatelliteCreated, "created satellite Cluster %s for the pools on location %s", satCluster.Name, loc)
 	}
 	sat := &clusterv1.Cluster{}
-	if into.GetUID() == "" {
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(satCluster), sat); err != nil {
-			if apierrors.IsNotFound(err) {
-				if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(satCluster), sat); err != nil {
-					return err
-				}
-			} else {
-				return err
-			}
-		}
-	} else {
-		sat.ObjectMeta = metav1.ObjectMeta{Namespace: into.GetNamespace(), Name: into.GetName(), UID: into.GetUID()}
+	if _, err := r.current(ctx, into, sat, satCluster.Name, c.Namespace); err != nil {
+		return err
 	}
 	owner := apply.Owner{Object: sat, GVK: clusterv1.GroupVersion.WithKind("Cluster")}
 
-	if err := r.credentials(ctx, sat, loc, spec.Provider.Proxmox.CredentialsRef); err != nil {
+	if ok, err := r.credentials(ctx, c, loc, spec.Provider.Proxmox.CredentialsRef); err != nil || !ok {
 		return err
 	}
 	if _, err := r.applier.Apply(ctx, owner, infra); err != nil {
@@ -254,33 +284,63 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, loc string,
 		return err
 	}
 	live := &cpv1.SatelliteControlPlane{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(scp), live); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(scp), live); err != nil {
-			return err
-		}
-	}
-	if err := r.kubeconfig(ctx, c, live); err != nil {
+	if _, err := r.current(ctx, intoCP, live, scp.Name, c.Namespace); err != nil {
 		return err
 	}
-	return r.status(ctx, live, kcp)
+	if err := r.status(ctx, live, kcp); err != nil {
+		return err
+	}
+	return r.kubeconfig(ctx, c, live, scp.Spec.ControlPlaneEndpoint)
 }
 
-// controlPlane reads the tenant's KamajiControlPlane live (the cache holds no status):
-// its desired version, and the object for the status mirrored on the satellites.
-func (r *Reconciler) controlPlane(ctx context.Context, c *clusterv1.Cluster) (string, *unstructured.Unstructured, error) {
+// current is the object apply just wrote (into, when it wrote), else the cached one,
+// else the live one: the cache may not hold an object created moments ago.
+func (r *Reconciler) current(ctx context.Context, into *unstructured.Unstructured, obj client.Object, name, namespace string) (client.Object, error) {
+	if into.GetUID() != "" {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(into.Object, obj); err != nil {
+			return nil, err
+		}
+		return obj, nil
+	}
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	err := r.Client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, obj)
+	}
+	return obj, err
+}
+
+// waiting reports a satellite that cannot be rendered yet (the tenant Cluster has no
+// endpoint, say): an event, no error. What fixes it (the Cluster, the Location) is
+// watched, so retrying would only repeat the event.
+func (r *Reconciler) waiting(ctx context.Context, c *clusterv1.Cluster, loc string, err error) error {
+	log.FromContext(ctx).Info("satellite waits", "location", loc, "reason", err.Error())
+	r.event(c, corev1.EventTypeWarning, ReasonSatelliteWaiting, "satellite on location %s: %v", loc, err)
+	return nil
+}
+
+// controlPlane reads the tenant's KamajiControlPlane live (the cache holds no status),
+// once per reconcile of a Cluster with satellites: its desired version and the status
+// the satellites mirror. Nil when there is none.
+func (r *Reconciler) controlPlane(ctx context.Context, c *clusterv1.Cluster) (*unstructured.Unstructured, error) {
 	kcp := &unstructured.Unstructured{}
 	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.ControlPlaneRef.Name}, kcp); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", nil, nil
+			return nil, nil
 		}
-		return "", nil, err
+		return nil, err
+	}
+	return kcp, nil
+}
+
+// desiredVersion is the control plane's spec.version, with its v.
+func desiredVersion(kcp *unstructured.Unstructured) string {
+	if kcp == nil {
+		return ""
 	}
 	v, _, _ := unstructured.NestedString(kcp.Object, "spec", "version")
-	return normalizeVersion(v), kcp, nil
+	return normalizeVersion(v)
 }
 
 func normalizeVersion(v string) string {
@@ -290,12 +350,10 @@ func normalizeVersion(v string) string {
 	return v
 }
 
-// remove deletes the satellite sat of c, whose location no pool names any more (its
-// label says which). Cluster API deletes its
-// control plane and InfraCluster first (and the garbage collector its copies of
-// Secrets after them), so capmox still has its credentials while it cleans up.
-func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster, sat *clusterv1.Cluster) error {
-	loc := sat.Labels[names.LabelLocation]
+// remove deletes the satellite sat of c, for why. Cluster API deletes its machines,
+// control plane and InfraCluster before the Cluster itself; the operator deletes the
+// credentials copy after it.
+func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster, sat *clusterv1.Cluster, why string) error {
 	if !sat.DeletionTimestamp.IsZero() {
 		return nil
 	}
@@ -304,8 +362,9 @@ func (r *Reconciler) remove(ctx context.Context, c *clusterv1.Cluster, sat *clus
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	log.FromContext(ctx).Info("deleted a satellite Cluster: no pool of the cluster is on its location any more", "satellite", sat.Name, "location", loc)
-	r.event(c, corev1.EventTypeNormal, ReasonSatelliteDeleted, "deleted satellite Cluster %s: no pool of the cluster is on location %s any more", sat.Name, loc)
+	loc := sat.Labels[names.LabelLocation]
+	log.FromContext(ctx).Info("deleted a satellite Cluster", "satellite", sat.Name, "location", loc, "why", why)
+	r.event(c, corev1.EventTypeNormal, ReasonSatelliteDeleted, "deleted satellite Cluster %s on location %s: %s", sat.Name, loc, why)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package satellite
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 )
 
@@ -50,7 +52,13 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 
 	kcp := &unstructured.Unstructured{}
 	kcp.SetGroupVersionKind(kamaji.ControlPlaneGVK)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	// A ProxmoxCluster someone deleted or changed is put back; without capmox installed
+	// there is none to watch (and pools on Proxmox locations get no satellite anyway).
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: capmox.GroupVersion.Group, Kind: "ProxmoxCluster"}, capmox.GroupVersion.Version); err == nil {
+		b = b.WatchesMetadata(&capmox.ProxmoxCluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantOfOwned))
+	}
+	return b.
 		Named(r.Name()).
 		// A tenant Cluster's spec and pause, and any change to a satellite: Cluster
 		// API's status updates change nothing read here.
@@ -67,10 +75,14 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// poolAddedOrRemoved: a pool's cluster and location never change, so only its
-// existence matters.
+// poolAddedOrRemoved: a pool's cluster never changes; its location may (a tenant moves
+// a pool to another location), so of its updates only that one matters.
 func poolAddedOrRemoved() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*v1.NodeGroup)
+		cur, okNew := e.ObjectNew.(*v1.NodeGroup)
+		return !okOld || !okNew || old.Spec.LocationName != cur.Spec.LocationName
+	}}
 }
 
 // labelsChanged: a namespace's labels decide which locations admit it.
@@ -102,6 +114,20 @@ func tenantOfControlPlane(_ context.Context, obj client.Object) []reconcile.Requ
 	return request(scp.Namespace, scp.Spec.ClusterName)
 }
 
+// tenantOfOwned maps an object a satellite Cluster controls (its ProxmoxCluster) to the
+// tenant Cluster.
+func (r *Reconciler) tenantOfOwned(ctx context.Context, obj client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "Cluster" {
+		return nil
+	}
+	sat := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, sat); err != nil {
+		return nil
+	}
+	return r.tenantOfCluster(ctx, sat)
+}
+
 // clustersOnLocation maps a Location to the Clusters with pools on it.
 func (r *Reconciler) clustersOnLocation(ctx context.Context, obj client.Object) []reconcile.Request {
 	pools := &v1.NodeGroupList{}
@@ -124,27 +150,25 @@ func (r *Reconciler) clustersOnLocation(ctx context.Context, obj client.Object) 
 // kubeconfig (or a satellite's) to the tenant Cluster, the operator's credentials copy
 // to the tenants of the satellites that own it, and a Location's credentials Secret
 // to the Clusters with pools on that Location.
+//
+// Only those: a Cluster's other Secrets (its Machines' bootstrap data, say) change
+// nothing here.
 func (r *Reconciler) clustersOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	labels := obj.GetLabels()
-	if name := labels[clusterv1.ClusterNameLabel]; name != "" {
+	if cluster, ok := strings.CutSuffix(obj.GetName(), "-kubeconfig"); ok {
+		// By name, not by label: a Secret of that name someone else made blocks the
+		// satellite's, and its deletion must bring the tenant back.
 		c := &clusterv1.Cluster{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, c); err == nil {
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: cluster}, c); err == nil {
 			return r.tenantOfCluster(ctx, c)
 		}
-		return request(obj.GetNamespace(), name)
+		return nil
 	}
 	if labels[names.LabelManagedBy] == names.ManagedByValue && labels[names.LabelLocation] != "" {
-		var out []reconcile.Request
-		for _, ref := range obj.GetOwnerReferences() {
-			if ref.Kind != "Cluster" {
-				continue
-			}
-			c := &clusterv1.Cluster{}
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, c); err == nil {
-				out = append(out, r.tenantOfCluster(ctx, c)...)
-			}
+		if tenant := labels[names.LabelTenantCluster]; tenant != "" {
+			return request(obj.GetNamespace(), tenant)
 		}
-		return out
+		return nil
 	}
 	locations := &v1.LocationList{}
 	if err := r.Client.List(ctx, locations); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,8 +183,10 @@ func TestSatellitePerLocation(t *testing.T) {
 		}
 		creds := &corev1.Secret{}
 		testenv.Eventually(t, "the credentials copy of "+loc, func() bool { return get(t, creds, ns, infra.Spec.CredentialsRef.Name) })
-		if string(creds.Data["secret"]) != token || !ownedBy(creds, sat) {
-			t.Errorf("%s: credentials copy %q owned by %v, want the location's own token %q", loc, creds.Data["secret"], creds.OwnerReferences, token)
+		// No owner of the operator's: capmox's finalizer on the copy goes only with its
+		// last owner.
+		if infra.Spec.CredentialsRef.Name != names.SatelliteCredentialsName(cluster, loc) || string(creds.Data["secret"]) != token || len(creds.OwnerReferences) != 0 {
+			t.Errorf("%s: credentials copy %s %q owned by %v, want the location's own token %q and no owner", loc, creds.Name, creds.Data["secret"], creds.OwnerReferences, token)
 		}
 		kc := &corev1.Secret{}
 		testenv.Eventually(t, "the satellite's kubeconfig on "+loc, func() bool { return get(t, kc, ns, name+"-kubeconfig") })
@@ -192,7 +195,7 @@ func TestSatellitePerLocation(t *testing.T) {
 			t.Fatal(err)
 		}
 		server := "https://" + cluster + "." + ns + "." + loc + ".example.com:443"
-		if c := cfg.Clusters[cluster]; c == nil || c.Server != server || c.TLSServerName != "tenant.svc" ||
+		if c := cfg.Clusters[cluster]; c == nil || c.Server != server ||
 			kc.Type != clusterv1.ClusterSecretType || kc.Labels[clusterv1.ClusterNameLabel] != name || !metav1.IsControlledBy(kc, scp) {
 			t.Errorf("%s: kubeconfig %s, type %s, labels %v, owners %v", loc, kc.Data["value"], kc.Type, kc.Labels, kc.OwnerReferences)
 		}
@@ -251,17 +254,48 @@ func TestSatellitePerLocation(t *testing.T) {
 		return get(t, scp, ns, names.SatelliteName(cluster, "pve-lab")) && scp.Status.Version == "v1.36.0"
 	})
 
-	// The last pool on pve-rented goes: its satellite goes, pve-lab's stays.
-	if err := env.Client.Delete(t.Context(), rented); err != nil {
+	// Someone deletes the satellite's kubeconfig and the credentials copy: both come
+	// back.
+	for _, name := range []string{names.SatelliteName(cluster, "pve-lab") + "-kubeconfig", names.SatelliteCredentialsName(cluster, "pve-lab")} {
+		if err := env.Client.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, name+" made again", func() bool { return get(t, &corev1.Secret{}, ns, name) })
+	}
+
+	// The namespace stops being admitted: the satellites stay, untouched (deleting them
+	// would delete the machines there), and no new one is made.
+	nsObj := &corev1.Namespace{}
+	get(t, nsObj, "", ns)
+	delete(nsObj.Labels, admittedLabel)
+	if err := env.Client.Update(t.Context(), nsObj); err != nil {
 		t.Fatal(err)
 	}
-	gone := &clusterv1.Cluster{}
-	testenv.Eventually(t, "the satellite on pve-rented deleted", func() bool {
-		return !get(t, gone, ns, names.SatelliteName(cluster, "pve-rented")) || !gone.DeletionTimestamp.IsZero()
+	testenv.WaitQuiet(t, "the controller's writes", writes.Load)
+	for loc := range locations {
+		if sat := (&clusterv1.Cluster{}); !get(t, sat, ns, names.SatelliteName(cluster, loc)) || !sat.DeletionTimestamp.IsZero() {
+			t.Errorf("the satellite on %s went with the namespace's admission", loc)
+		}
+	}
+	nsObj.Labels[admittedLabel] = "true"
+	if err := env.Client.Update(t.Context(), nsObj); err != nil {
+		t.Fatal(err)
+	}
+
+	// The pool on pve-rented moves to pve-lab: pve-rented's satellite goes (no pool
+	// names it), with its credentials copy; pve-lab's stays.
+	get(t, rented, ns, rented.Name)
+	rented.Spec.LocationName = "pve-lab"
+	if err := env.Client.Update(t.Context(), rented); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the satellite on pve-rented and its credentials copy deleted", func() bool {
+		return !get(t, &clusterv1.Cluster{}, ns, names.SatelliteName(cluster, "pve-rented")) &&
+			!get(t, &corev1.Secret{}, ns, names.SatelliteCredentialsName(cluster, "pve-rented"))
 	})
 	testenv.WaitQuiet(t, "the controller's writes", writes.Load)
-	if !get(t, &clusterv1.Cluster{}, ns, names.SatelliteName(cluster, "pve-lab")) {
-		t.Error("the satellite on pve-lab was deleted with the last pool on pve-rented")
+	if !get(t, &clusterv1.Cluster{}, ns, names.SatelliteName(cluster, "pve-lab")) || !get(t, &corev1.Secret{}, ns, names.SatelliteCredentialsName(cluster, "pve-lab")) {
+		t.Error("the satellite on pve-lab, or its credentials, went with the last pool on pve-rented")
 	}
 }
 
@@ -302,21 +336,28 @@ func TestForeignSecretNotOverwritten(t *testing.T) {
 	testenv.Eventually(t, "the satellite", func() bool {
 		return get(t, &clusterv1.Cluster{}, ns, names.SatelliteName(cluster, "pve-lab"))
 	})
-	testenv.WaitQuiet(t, "the controller's writes", writes.Load)
+	// The rest of the satellite is made, and the refusal is reported.
+	scp := &cpv1.SatelliteControlPlane{}
+	testenv.Eventually(t, "the satellite's control plane mirrored", func() bool {
+		return get(t, scp, ns, names.SatelliteName(cluster, "pve-lab")) && scp.Status.Version == "v1.35.4"
+	})
+	testenv.Eventually(t, "a SatelliteFailed event naming the Secret", func() bool {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Reason == satellite.ReasonSatelliteFailed && strings.Contains(e.Note, name) && strings.Contains(e.Note, "not managed by") {
+				return true
+			}
+		}
+		return false
+	})
 	s := &corev1.Secret{}
 	get(t, s, ns, name)
 	if string(s.Data["value"]) != "mine" {
 		t.Errorf("the tenant's own Secret %s was overwritten: %q", name, s.Data["value"])
 	}
-}
-
-func ownedBy(obj metav1.Object, owner metav1.Object) bool {
-	for _, r := range obj.GetOwnerReferences() {
-		if r.UID == owner.GetUID() {
-			return true
-		}
-	}
-	return false
 }
 
 // reconciles is how many reconciles the controller finished.

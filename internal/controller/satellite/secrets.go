@@ -6,9 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"net/url"
-	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cpv1 "github.com/nodegroup-io/nodegroup-operator/api/controlplane/v1alpha1"
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -33,60 +33,89 @@ const LabelSource = "nodegroup.io/copied-from"
 // KubeconfigKey is the key of a Cluster API kubeconfig Secret.
 const KubeconfigKey = "value"
 
-// credentials keeps the operator's copy of the location's credentials Secret in the
-// tenant namespace, with the satellite among its owners: one copy per namespace and
-// location, shared by the satellites of the namespace's Clusters there, removed by the
-// garbage collector with the last of them. capmox adds its own owner and finalizer to
-// the copy it reads, which is why the platform's Secret itself is never handed over.
-func (r *Reconciler) credentials(ctx context.Context, sat *clusterv1.Cluster, loc string, src v1.SecretReference) error {
-	name := names.ProxmoxCredentialsName(loc)
+// credentials keeps the operator's copy of the location's credentials Secret for c's
+// satellite on loc, in the tenant namespace: the platform's own Secret is never handed
+// to capmox, which makes the ProxmoxCluster an owner of the Secret it reads and adds a
+// finalizer. The copy carries no owner of the operator's (capmox removes its finalizer
+// only from a Secret it is the last owner of); cleanCredentials deletes it once the
+// satellite Cluster is gone. ok is false while the platform's Secret does not exist: a
+// Warning event says so, and its creation brings the cluster back.
+func (r *Reconciler) credentials(ctx context.Context, c *clusterv1.Cluster, loc string, src v1.SecretReference) (ok bool, err error) {
+	name := names.SatelliteCredentialsName(c.Name, loc)
 	srcMeta, err := r.secretMeta(ctx, src.Namespace, src.Name)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if srcMeta == nil {
-		return fmt.Errorf("location %q: its credentials Secret %s/%s does not exist", loc, src.Namespace, src.Name)
+		r.event(c, corev1.EventTypeWarning, ReasonSatelliteWaiting, "satellite on location %s: the location's credentials Secret %s/%s does not exist",
+			loc, src.Namespace, src.Name)
+		return false, nil
 	}
 	source := sourceDigest(src.Namespace, src.Name, srcMeta.ResourceVersion, "")
-	if cur, err := r.secretMeta(ctx, sat.Namespace, name); err == nil && cur != nil && cur.Labels[LabelSource] == source &&
-		cur.Labels[names.LabelManagedBy] == names.ManagedByValue && ownedBy(cur, sat) {
-		return nil
+	if cur, err := r.secretMeta(ctx, c.Namespace, name); err == nil && cur != nil && cur.Labels[LabelSource] == source &&
+		cur.Labels[names.LabelManagedBy] == names.ManagedByValue {
+		return true, nil
 	}
 
 	var from corev1.Secret
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: src.Name}, &from); err != nil {
-		return fmt.Errorf("location %q: reading its credentials Secret %s/%s: %w", loc, src.Namespace, src.Name, err)
+		return false, fmt.Errorf("reading the location's credentials Secret %s/%s: %w", src.Namespace, src.Name, err)
 	}
 	labels := map[string]string{
 		names.LabelManagedBy: names.ManagedByValue, names.LabelLocation: names.LabelValue(loc),
-		LabelSource: sourceDigest(src.Namespace, src.Name, from.ResourceVersion, ""),
+		names.LabelTenantCluster: names.LabelValue(c.Name),
+		LabelSource:              sourceDigest(src.Namespace, src.Name, from.ResourceVersion, ""),
 	}
-	return r.keepSecret(ctx, sat.Namespace, name, labels, from.Data, func(s *corev1.Secret) error {
-		if ownedBy(s, sat) {
-			return nil
+	return true, r.keepSecret(ctx, c.Namespace, name, labels, from.Data, func(*corev1.Secret) error { return nil })
+}
+
+// cleanCredentials deletes the credentials copies of tenant's satellites whose
+// satellite Cluster is gone: Cluster API deletes a Cluster after its InfraCluster, and
+// capmox, the copy's last owner then, has removed its finalizer. A satellite the cache
+// does not hold is looked up live first, so a copy made moments ago stays.
+func (r *Reconciler) cleanCredentials(ctx context.Context, namespace, tenant string) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.HasLabels{names.LabelLocation},
+		client.MatchingLabels{names.LabelManagedBy: names.ManagedByValue, names.LabelTenantCluster: names.LabelValue(tenant)}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		copy := &list.Items[i]
+		sat, ok := strings.CutSuffix(copy.Name, "-credentials")
+		if !ok || !copy.DeletionTimestamp.IsZero() {
+			continue
 		}
-		return controllerutil.SetOwnerReference(sat, s, r.Client.Scheme())
-	})
+		key := client.ObjectKey{Namespace: namespace, Name: sat}
+		if err := r.Client.Get(ctx, key, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
+			continue // there, or the cache cannot tell
+		}
+		if err := r.APIReader.Get(ctx, key, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
+			continue
+		}
+		uid := copy.UID
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: copy.Name}}
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		log.FromContext(ctx).Info("deleted the credentials copy of a satellite that is gone", "secret", copy.Name)
+	}
+	return nil
 }
 
 // kubeconfig keeps <satellite>-kubeconfig: the tenant's <cluster>-kubeconfig (which
 // Kamaji's provider writes from its admin kubeconfig and rewrites when it rotates),
-// cleaned to what it holds inline, with the server the location's workers reach,
+// reduced to what it holds inline, with the server the location's workers reach (ep),
 // controlled by the satellite's control plane, as Cluster API's bootstrap providers
-// check. The TLS server name stays the tenant's own address, so the tenant's serving
-// certificate needs no name of the location's.
-func (r *Reconciler) kubeconfig(ctx context.Context, c *clusterv1.Cluster, scp *cpv1.SatelliteControlPlane) error {
+// check. The tenant's serving certificate must name that host (docs/locations.md).
+func (r *Reconciler) kubeconfig(ctx context.Context, c *clusterv1.Cluster, scp *cpv1.SatelliteControlPlane, ep cpv1.APIEndpoint) error {
 	srcName := c.Name + "-kubeconfig"
 	srcMeta, err := r.secretMeta(ctx, c.Namespace, srcName)
 	if err != nil {
 		return err
 	}
-	if srcMeta == nil {
+	if srcMeta == nil || ep.Host == "" || ep.Port == 0 {
 		return nil // Kamaji has not written it yet: its creation brings the cluster back
-	}
-	ep := scp.Spec.ControlPlaneEndpoint
-	if ep.Host == "" || ep.Port == 0 {
-		return nil
 	}
 	server := "https://" + net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
 	name := scp.Name + "-kubeconfig"
@@ -115,8 +144,7 @@ func (r *Reconciler) kubeconfig(ctx context.Context, c *clusterv1.Cluster, scp *
 }
 
 // rewriteServer is kubeconfig reduced to what it holds inline (tenant.CleanKubeconfig)
-// with every cluster's server set to server, and its TLS server name to the host it
-// named before, unless it names one already.
+// with every cluster's server set to server.
 func rewriteServer(kubeconfig []byte, server string) ([]byte, error) {
 	clean, err := tenant.CleanKubeconfig(kubeconfig)
 	if err != nil {
@@ -127,9 +155,6 @@ func rewriteServer(kubeconfig []byte, server string) ([]byte, error) {
 		return nil, err
 	}
 	for _, cl := range kc.Clusters {
-		if u, err := url.Parse(cl.Server); err == nil && cl.TLSServerName == "" {
-			cl.TLSServerName = u.Hostname()
-		}
 		cl.Server = server
 	}
 	return clientcmd.Write(*kc)
@@ -152,7 +177,7 @@ func (r *Reconciler) keepSecret(ctx context.Context, namespace, name string, lab
 		return err
 	}
 	if cur.Labels[names.LabelManagedBy] != names.ManagedByValue {
-		return fmt.Errorf("Secret %s/%s exists and is not managed by %s: the operator does not overwrite it", namespace, name, names.ManagedByValue)
+		return fmt.Errorf("secret %s/%s exists and is not managed by %s: the operator does not overwrite it", namespace, name, names.ManagedByValue)
 	}
 	if cur.Labels == nil {
 		cur.Labels = map[string]string{}
@@ -178,10 +203,6 @@ func (r *Reconciler) secretMeta(ctx context.Context, namespace, name string) (*m
 		return nil, err
 	}
 	return m, nil
-}
-
-func ownedBy(obj metav1.Object, owner metav1.Object) bool {
-	return slices.ContainsFunc(obj.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == owner.GetUID() })
 }
 
 // sourceDigest is LabelSource's value: 16 hex digits of the source's identity.
