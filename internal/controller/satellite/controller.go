@@ -148,15 +148,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.done(c, append(errs, r.cleanCredentials(ctx, c.Namespace, c.Name)))
 }
 
-// done ends a reconcile with errs: none, a requeue for a conflict (a write raced the
-// cache, nothing to report), or the errors, with a Warning event.
+// done ends a reconcile with errs: none, a conflict (a write raced the cache: retried,
+// nothing to report), or the errors, with a Warning event.
 func (r *Reconciler) done(c *clusterv1.Cluster, errs []error) (ctrl.Result, error) {
 	err := errors.Join(errs...)
 	switch {
 	case err == nil:
 		return ctrl.Result{}, nil
 	case apierrors.IsConflict(err):
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, err // retried with backoff; nothing to report
 	}
 	r.event(c, corev1.EventTypeWarning, ReasonSatelliteFailed, "%v", err)
 	return ctrl.Result{}, err
