@@ -325,8 +325,8 @@ func TestLocalObjects(t *testing.T) {
 		t.Errorf("%d objects of %d rendered, want all but the Deployment", len(objs), len(r.CRDs)+len(r.Objects))
 	}
 	// The CRDs come from their own chart, first, and are kept on uninstall.
-	if len(r.CRDs) != 3 {
-		t.Fatalf("%d CRDs rendered, want NodeGroup, NodeGroupClass and Location", len(r.CRDs))
+	if len(r.CRDs) != 4 {
+		t.Fatalf("%d CRDs rendered, want NodeGroup, NodeGroupClass, Location and SatelliteControlPlane", len(r.CRDs))
 	}
 	for i, crd := range r.CRDs {
 		if objs[i] != crd || crd.GetKind() != "CustomResourceDefinition" || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
