@@ -29,7 +29,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -132,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, sat := range have {
 		byName[sat.Name] = sat
 	}
-	for _, loc := range sortedKeys(admitted) {
+	for _, loc := range slices.Sorted(maps.Keys(admitted)) {
 		if err := r.keep(ctx, c, loc, admitted[loc], kcp, byName[names.SatelliteName(c.Name, loc)]); err != nil {
 			errs = append(errs, fmt.Errorf("satellite on location %q: %w", loc, err))
 		}
@@ -372,13 +373,4 @@ func (r *Reconciler) event(c *clusterv1.Cluster, kind, reason, format string, ar
 	if r.Recorder != nil {
 		r.Recorder.Eventf(c, nil, kind, reason, "KeepSatellites", format, args...)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -3,6 +3,7 @@ package satellite
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,7 +92,7 @@ func labelsChanged() predicate.Funcs {
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		DeleteFunc: func(event.DeleteEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return fmt.Sprint(e.ObjectOld.GetLabels()) != fmt.Sprint(e.ObjectNew.GetLabels())
+			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 	}
 }
