@@ -60,8 +60,9 @@ type LocationProvider struct {
 	// +optional
 	KubeVirt *KubeVirtProvider `json:"kubevirt,omitempty"`
 
-	// proxmox runs machines as Proxmox VE VMs. The operator renders their machine
-	// templates but does not yet create machines there: pools on it report so.
+	// proxmox runs machines as Proxmox VE VMs, Talos pools only. Each tenant cluster
+	// with pools here gets a satellite Cluster API Cluster in its namespace, which the
+	// pools' machines run under (docs/locations.md).
 	// +optional
 	Proxmox *ProxmoxProvider `json:"proxmox,omitempty"`
 
@@ -115,6 +116,12 @@ type KubeVirtNetwork struct {
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	NetworkName string `json:"networkName"`
 }
+
+// Satellite is true when pools on the location run under a satellite Cluster API
+// Cluster of their tenant cluster (one per tenant cluster and location) rather than
+// under the tenant's Cluster itself: the location's infrastructure provider reads its
+// endpoint and credentials from the one InfraCluster a Cluster has.
+func (p *LocationProvider) Satellite() bool { return p.Proxmox != nil }
 
 // ProxmoxProvider places VMs on a Proxmox VE cluster through the Cluster API Proxmox
 // provider (capmox v0.9). Everything here is the platform's: tenants may read a Location,

@@ -33,6 +33,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/inuse"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
+	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodelink"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/satellite"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
@@ -191,6 +192,11 @@ func main() {
 	satellites := &satellite.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	if err := satellites.Register(mgr); err != nil {
 		log.Error(err, "registering the satellite controller")
+		os.Exit(1)
+	}
+	links := &nodelink.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	if err := links.Register(mgr); err != nil {
+		log.Error(err, "registering the node link controller")
 		os.Exit(1)
 	}
 	inUse := &inuse.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}

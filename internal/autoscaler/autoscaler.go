@@ -172,8 +172,11 @@ func Rules(templates []schema.GroupResource, machineDeployments []string) []rbac
 // Args are the autoscaler's arguments for a cluster.
 func Args(in Input) []string {
 	s := in.Settings
-	discovery := fmt.Sprintf("clusterapi:namespace=%s,clusterName=%s,%s=%s",
-		in.Cluster.Namespace, in.Cluster.Name, names.LabelAutoscaled, names.AutoscaledValue)
+	// By the tenant label, not clusterName: the pools of a tenant on Proxmox locations run
+	// under its satellites there, Clusters of their own in the same namespace (the only
+	// one the autoscaler watches), and every MachineDeployment of the tenant carries it.
+	discovery := fmt.Sprintf("clusterapi:namespace=%s,%s=%s,%s=%s",
+		in.Cluster.Namespace, names.LabelTenantCluster, names.LabelValue(in.Cluster.Name), names.LabelAutoscaled, names.AutoscaledValue)
 	args := []string{
 		"--cloud-provider=clusterapi",
 		"--kubeconfig=" + KubeconfigMount + "/" + KubeconfigFile,

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 )
@@ -16,3 +17,8 @@ var TemplateKinds = []schema.GroupVersionKind{
 	kairos.GroupVersion.WithKind("KairosConfigTemplate"),
 	capk.GroupVersion.WithKind("KubevirtMachineTemplate"),
 }
+
+// ProxmoxTemplateKind is the machine template of pools on Proxmox locations. It is not
+// in TemplateKinds: it is served only where capmox is installed, and the operator
+// watches and cleans it up only then.
+var ProxmoxTemplateKind = capmox.GroupVersion.WithKind("ProxmoxMachineTemplate")

@@ -38,6 +38,16 @@ func SatelliteName(cluster, location string) string {
 	return prefix + "-" + hex.EncodeToString(sum[:])[:nameHashLen]
 }
 
+// MachineClusterName is the Cluster API Cluster a pool's machines run under: the
+// tenant's Cluster, or its satellite on the pool's location when the location has
+// satellites (api/v1alpha1 LocationProvider.Satellite).
+func MachineClusterName(cluster, location string, satellite bool) string {
+	if satellite {
+		return SatelliteName(cluster, location)
+	}
+	return cluster
+}
+
 // SatelliteCredentialsName is the name of the operator's copy, in a tenant namespace, of
 // a Proxmox location's credentials Secret for one satellite: `<satellite>-credentials`.
 // One copy per satellite, not per namespace: capmox makes its ProxmoxCluster an owner

@@ -296,9 +296,6 @@ func renderPool(t *testing.T, p fuzzPool) string {
 		return fmt.Sprintf("refused by the webhook: %v", v)
 	}
 	out, err := render.Render(in)
-	if notYet := (*render.ProxmoxMachinesNotYetError)(nil); errors.As(err, &notYet) {
-		return renderProxmox(t, in, poolDoc)
-	}
 	if err != nil {
 		return "not rendered: " + err.Error()
 	}
@@ -335,49 +332,44 @@ func renderPool(t *testing.T, p fuzzPool) string {
 			t.Fatalf("Talos' loader refuses the machine config of pool\n%s\n%v\n%s", poolDoc, err, data)
 		}
 	}
+	if in.Location.Provider.Satellite() {
+		return renderSatellite(t, in, poolDoc)
+	}
 	return "rendered"
 }
 
-// renderProxmox renders what a pool on a Proxmox location makes today, its machine
-// template and its cluster's ProxmoxCluster, with the checks of renderPool: the same
-// objects twice, and every one admitted by capmox's CRD.
-func renderProxmox(t *testing.T, in *render.Input, poolDoc []byte) string {
-	tmpl, err := render.ProxmoxMachineTemplate(in)
-	if err != nil {
-		return "not rendered: " + err.Error()
-	}
+// renderSatellite renders the InfraCluster of the satellite a pool on a Proxmox location
+// runs under, with the checks of renderPool: the same object twice, admitted by capmox's
+// CRD.
+func renderSatellite(t *testing.T, in *render.Input, poolDoc []byte) string {
 	sat := &render.SatelliteInput{Namespace: in.Namespace, Cluster: in.Cluster, LocationName: in.LocationName, Location: in.Location}
 	cluster, err := render.ProxmoxCluster(sat)
 	if err != nil {
-		return "not rendered: " + err.Error()
+		t.Fatalf("the pool rendered but its satellite's ProxmoxCluster does not: %v\n%s", err, poolDoc)
 	}
-	tmpl2, err1 := render.ProxmoxMachineTemplate(in)
-	cluster2, err2 := render.ProxmoxCluster(sat)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("a second render of the same Proxmox pool fails: %v %v", err1, err2)
+	again, err := render.ProxmoxCluster(sat)
+	if err != nil {
+		t.Fatalf("a second render of the same satellite fails: %v", err)
+	}
+	first, _ := json.Marshal(cluster)
+	second, _ := json.Marshal(again)
+	if !bytes.Equal(first, second) {
+		t.Fatalf("the same satellite renders differently:\n%s\n%s", first, second)
 	}
 	kinds, err := upstreamKinds()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := scheme.New()
-	for i, obj := range []client.Object{tmpl, cluster} {
-		first, _ := json.Marshal(obj)
-		second, _ := json.Marshal([]client.Object{tmpl2, cluster2}[i])
-		if !bytes.Equal(first, second) {
-			t.Fatalf("the same Proxmox pool renders differently:\n%s\n%s", first, second)
-		}
-		u, err := toUnstructured(s, obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k := kinds[u.GroupVersionKind()]
-		if k == nil {
-			t.Fatalf("render wrote %s, which no upstream CRD serves", u.GroupVersionKind())
-		}
-		if err := k.Create(context.Background(), u); err != nil {
-			t.Fatalf("capmox's CRD refuses the %s of pool\n%s\n%v\n%s", u.GetKind(), poolDoc, err, first)
-		}
+	u, err := toUnstructured(scheme.New(), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kinds[u.GroupVersionKind()]
+	if k == nil {
+		t.Fatalf("render wrote %s, which no upstream CRD serves", u.GroupVersionKind())
+	}
+	if err := k.Create(context.Background(), u); err != nil {
+		t.Fatalf("capmox's CRD refuses the ProxmoxCluster of pool\n%s\n%v\n%s", poolDoc, err, first)
 	}
 	return "rendered"
 }

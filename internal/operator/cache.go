@@ -72,7 +72,7 @@ func CacheOptions() cache.Options {
 		&cpv1.SatelliteControlPlane{}: {Label: managed},
 		&capmox.ProxmoxCluster{}:      {Label: managed},
 	}
-	for _, gvk := range names.TemplateKinds {
+	for _, gvk := range append(slices.Clip(names.TemplateKinds), names.ProxmoxTemplateKind) {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(gvk)
 		byObject[m] = cache.ByObject{Label: managed, Transform: trimTemplate}
@@ -182,6 +182,9 @@ func trimMachineDeployment(in any) (any, error) {
 	// scale from a change of the spec without a dry run.
 	out.SetAnnotations(cachedspec.Annotate(out.GetAnnotations(), md))
 	out.Spec.Replicas = md.Spec.Replicas
+	// The Cluster its machines run under: a pool may not move them to another
+	// (policy.Gather).
+	out.Spec.ClusterName = md.Spec.ClusterName
 	out.Spec.Template.Spec = templateRefs(md.Spec.Template.Spec)
 	out.Status.Replicas = md.Status.Replicas
 	out.Status.ReadyReplicas = md.Status.ReadyReplicas

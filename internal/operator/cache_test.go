@@ -147,7 +147,7 @@ func TestCacheTrimsMetadataNobodyReads(t *testing.T) {
 }
 
 // TestCacheKeepsWhatAPoolsStatusReads: of a MachineDeployment the cache keeps the
-// replica counts and the conditions the pool mirrors; of a Machine its name, pool
+// replica counts, the conditions the pool mirrors and the Cluster it runs under; of a Machine its name, pool
 // labels and phase, and the conditions that say why only while it is not running and
 // ready, without their times.
 func TestCacheKeepsWhatAPoolsStatusReads(t *testing.T) {
@@ -167,14 +167,15 @@ func TestCacheKeepsWhatAPoolsStatusReads(t *testing.T) {
 	}
 	at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant-web"},
+		Spec: clusterv1.MachineDeploymentSpec{ClusterName: "tenant-pve-1a2b3c4d"},
 		Status: clusterv1.MachineDeploymentStatus{UpToDateReplicas: new(int32(2)), AvailableReplicas: new(int32(3)), Conditions: []metav1.Condition{
 			{Type: "RollingOut", Status: metav1.ConditionTrue, Reason: "RollingOut", Message: "Rolling out 1 not up-to-date replicas"},
 			{Type: "MachinesReady", Status: metav1.ConditionTrue, Reason: "Ready"},
 		}}}
 	gotMD := transform(md).(*clusterv1.MachineDeployment)
 	if *gotMD.Status.UpToDateReplicas != 2 || *gotMD.Status.AvailableReplicas != 3 || len(gotMD.Status.Conditions) != 1 ||
-		gotMD.Status.Conditions[0].Type != "RollingOut" {
-		t.Errorf("the cached MachineDeployment: %+v", gotMD.Status)
+		gotMD.Status.Conditions[0].Type != "RollingOut" || gotMD.Spec.ClusterName != md.Spec.ClusterName {
+		t.Errorf("the cached MachineDeployment: %+v, under %q", gotMD.Status, gotMD.Spec.ClusterName)
 	}
 
 	machine := func(phase string, ready metav1.ConditionStatus) *clusterv1.Machine {

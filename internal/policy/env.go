@@ -22,6 +22,8 @@ const (
 	VarNamespaceLabels         = "namespaceLabels"
 	VarMachineDeploymentExists = "machineDeploymentExists"
 	VarControlPlaneVersion     = "controlPlaneVersion"
+	VarMachineCluster          = "machineCluster"
+	VarCluster                 = "cluster"
 )
 
 // Limits of a class's poolRules. MaxPoolRules and MaxRuleLength repeat the CRD's caps so a
@@ -86,6 +88,8 @@ func builtinEnv() (*cel.Env, error) {
 		cel.Variable(VarNamespaceLabels, cel.MapType(cel.StringType, cel.StringType)),
 		cel.Variable(VarMachineDeploymentExists, cel.BoolType),
 		cel.Variable(VarControlPlaneVersion, cel.StringType),
+		cel.Variable(VarMachineCluster, cel.StringType),
+		cel.Variable(VarCluster, cel.StringType),
 	)...)
 }
 

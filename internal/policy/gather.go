@@ -16,10 +16,11 @@ import (
 // version (empty when not known yet) the caller has resolved, reading the rest through
 // r: the labels of the pool's namespace, and the pool's MachineDeployment. That it
 // exists means the pool's machines run; the kind of its bootstrap template tells the OS
-// they boot, which is OldClass. The reconciler, the webhook and the plugin's offline
+// they boot, which is OldClass, and its cluster the Cluster they run under. The reconciler, the webhook and the plugin's offline
 // render all gather so, from the API server, the cache or the files given.
 func Gather(ctx context.Context, r client.Reader, pool *v1.NodeGroup, class *v1.NodeGroupClassSpec, location *v1.LocationSpec, controlPlaneVersion string) (Input, error) {
-	in := Input{Object: pool, Class: class, Location: location, ControlPlaneVersion: controlPlaneVersion}
+	in := Input{Object: pool, Class: class, Location: location, ControlPlaneVersion: controlPlaneVersion,
+		Cluster: names.MachineClusterName(pool.Spec.ClusterName, pool.Spec.LocationName, location.Provider.Satellite())}
 	ns := &corev1.Namespace{}
 	if err := r.Get(ctx, client.ObjectKey{Name: pool.Namespace}, ns); err != nil {
 		return in, err
@@ -34,6 +35,7 @@ func Gather(ctx context.Context, r client.Reader, pool *v1.NodeGroup, class *v1.
 		return in, err
 	}
 	in.MachineDeploymentExists = true
+	in.MachineCluster = md.Spec.ClusterName
 	switch md.Spec.Template.Spec.Bootstrap.ConfigRef.Kind {
 	case "TalosConfigTemplate":
 		in.OldClass = &v1.NodeGroupClassSpec{OS: v1.OSTalos}

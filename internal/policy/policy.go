@@ -64,6 +64,12 @@ type Input struct {
 	// ControlPlaneVersion is the Kubernetes release of the pool's control plane, such as
 	// v1.35.4; empty when it is not known yet.
 	ControlPlaneVersion string
+	// MachineCluster is the Cluster API Cluster the pool's live MachineDeployment runs
+	// under (its spec.clusterName), empty when there is none; Cluster is the one the
+	// pool's machines run under at its location (names.MachineClusterName): the tenant's
+	// Cluster, or its satellite on a Proxmox location.
+	MachineCluster string
+	Cluster        string
 }
 
 // Violation is a rule the pool breaks.
@@ -200,6 +206,8 @@ func activation(in Input) (interpreter.Activation, error) {
 		VarNamespaceLabels:         in.NamespaceLabels,
 		VarMachineDeploymentExists: in.MachineDeploymentExists,
 		VarControlPlaneVersion:     in.ControlPlaneVersion,
+		VarMachineCluster:          in.MachineCluster,
+		VarCluster:                 in.Cluster,
 	}
 	if in.NamespaceLabels == nil {
 		vars[VarNamespaceLabels] = map[string]string{}

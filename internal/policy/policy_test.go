@@ -150,6 +150,18 @@ func TestBuiltinRules(t *testing.T) {
 			in.MachineDeploymentExists = true
 		}), want: []string{"os-switch"}},
 
+		// machine-cluster
+		{name: "running pool stays under its Cluster", in: input(func(in *Input) {
+			in.MachineDeploymentExists, in.MachineCluster, in.Cluster = true, "tenant", "tenant"
+		})},
+		{name: "running KubeVirt pool moved to a Proxmox location", in: input(func(in *Input) {
+			in.MachineDeploymentExists, in.MachineCluster, in.Cluster = true, "tenant", "tenant-pve-1a2b3c4d"
+		}), want: []string{"machine-cluster"}},
+		{name: "running Proxmox pool moved back", in: input(func(in *Input) {
+			in.MachineDeploymentExists, in.MachineCluster, in.Cluster = true, "tenant-pve-1a2b3c4d", "tenant"
+		}), want: []string{"machine-cluster"}},
+		{name: "pool without machines moved to a Proxmox location", in: input(func(in *Input) { in.Cluster = "tenant-pve-1a2b3c4d" })},
+
 		// talos-only-fields
 		{name: "Talos class takes every Talos-only field", in: input(spec(func(s *v1.NodeGroupSpec) {
 			s.OSImage = "factory.talos.dev/installer/abc:v1.11.0"

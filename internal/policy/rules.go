@@ -37,6 +37,7 @@ const (
 	RuleLocationAccess = "location-access"
 	RuleVersion        = "version"
 	RuleClassVersion   = "class-version"
+	RuleMachineCluster = "machine-cluster"
 )
 
 var builtinRules = []Rule{
@@ -50,6 +51,16 @@ var builtinRules = []Rule{
 		Expression: `!machineDeploymentExists || oldClass == null || !has(oldClass.os) ||
 			class.os == oldClass.os`,
 		Message: "spec.nodeGroupClassName names a class of another operating system than the pool's running machines: a running pool cannot switch between Talos and Kairos; set spec.nodeGroupClassName back, or create a new pool on the new class and delete this one",
+	},
+	{
+		// Cluster API refuses to change a MachineDeployment's spec.clusterName, and the
+		// machines of a pool on a Proxmox location run under the tenant's satellite
+		// there, not under the tenant's Cluster: a running pool stays with its Cluster.
+		// Moves between KubeVirt locations keep the tenant's Cluster and pass.
+		Name:       RuleMachineCluster,
+		Field:      "spec.locationName",
+		Expression: `machineCluster == '' || machineCluster == cluster`,
+		Message:    "spec.locationName moves the pool's running machines to another Cluster API Cluster (a Proxmox location's machines run under the tenant's satellite Cluster there, KubeVirt machines under the tenant's Cluster), which a MachineDeployment cannot do: set spec.locationName back, or create a new pool on the new location and delete this one",
 	},
 	{
 		// Every Kairos class; the CRD's own rule can only name the built-in one.

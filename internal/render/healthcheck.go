@@ -52,7 +52,7 @@ func machineHealthCheck(in *Input, meta metadata) *clusterv1.MachineHealthCheck 
 			Labels:    meta.labels,
 		},
 		Spec: clusterv1.MachineHealthCheckSpec{
-			ClusterName: in.Cluster.Name,
+			ClusterName: meta.cluster,
 			Selector:    metav1.LabelSelector{MatchLabels: meta.selector},
 			Checks: clusterv1.MachineHealthCheckChecks{
 				NodeStartupTimeoutSeconds: seconds(startup),

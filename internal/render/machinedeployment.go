@@ -42,7 +42,7 @@ func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.Cont
 			Annotations: autoscalerAnnotations(in, machineLabels),
 		},
 		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: in.Cluster.Name,
+			ClusterName: meta.cluster,
 			Selector:    metav1.LabelSelector{MatchLabels: meta.selector},
 			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
 				Type:          clusterv1.RollingUpdateMachineDeploymentStrategyType,
@@ -51,7 +51,7 @@ func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.Cont
 			Template: clusterv1.MachineTemplateSpec{
 				ObjectMeta: clusterv1.ObjectMeta{Labels: machineLabels},
 				Spec: clusterv1.MachineSpec{
-					ClusterName:       in.Cluster.Name,
+					ClusterName:       meta.cluster,
 					Version:           in.KubernetesVersion,
 					Bootstrap:         clusterv1.Bootstrap{ConfigRef: bootstrap},
 					InfrastructureRef: infra,
@@ -62,20 +62,25 @@ func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.Cont
 	return md
 }
 
-// poolSelector selects the pool's MachineSets and Machines.
-func poolSelector(in *Input) map[string]string {
+// poolSelector selects the pool's MachineSets and Machines. Cluster API's cluster label
+// is the name of the Cluster they run under (cluster), which its webhooks set and keep.
+func poolSelector(in *Input, cluster string) map[string]string {
 	return map[string]string{
-		names.LabelClusterName: in.Cluster.Name,
+		names.LabelClusterName: cluster,
 		names.LabelPool:        names.LabelValue(in.Name),
 	}
 }
 
-// objectLabels are the labels of every object the operator creates for a pool.
-func objectLabels(in *Input) map[string]string {
+// objectLabels are the labels of every object the operator creates for a pool: Cluster
+// API's cluster label (the Cluster the machines run under), the tenant's Cluster (the
+// same but for a pool on a satellite; the managed autoscaler discovers a tenant's
+// MachineDeployments by it), the pool and the operator's.
+func objectLabels(in *Input, cluster string) map[string]string {
 	return map[string]string{
-		names.LabelClusterName: in.Cluster.Name,
-		names.LabelPool:        names.LabelValue(in.Name),
-		names.LabelManagedBy:   names.ManagedByValue,
+		names.LabelClusterName:   cluster,
+		names.LabelTenantCluster: names.LabelValue(in.Cluster.Name),
+		names.LabelPool:          names.LabelValue(in.Name),
+		names.LabelManagedBy:     names.ManagedByValue,
 	}
 }
 

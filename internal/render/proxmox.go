@@ -33,19 +33,6 @@ const (
 	proxmoxTalosTagPrefix = "talos-"
 )
 
-// ProxmoxMachinesNotYetError says a pool is on a Proxmox location: its machine template
-// renders, and the satellite controller keeps the Cluster its MachineDeployment would
-// run under, but this operator version makes no machines there (docs/locations.md).
-type ProxmoxMachinesNotYetError struct {
-	Location string
-	// Template is the name the pool's ProxmoxMachineTemplate renders with.
-	Template string
-}
-
-func (e *ProxmoxMachinesNotYetError) Error() string {
-	return fmt.Sprintf("location %q: Proxmox locations render templates but do not yet create machines (this pool's machine template would be %s): use a KubeVirt location for now", e.Location, e.Template)
-}
-
 // ProxmoxMachineTemplate renders the VM every machine of a pool on a Proxmox location
 // gets, named after its content like every template.
 func ProxmoxMachineTemplate(in *Input) (*capmox.ProxmoxMachineTemplate, error) {
@@ -60,6 +47,37 @@ func ProxmoxMachineTemplate(in *Input) (*capmox.ProxmoxMachineTemplate, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// proxmoxBootstrapInput is the Input a Talos worker on a Proxmox location is configured
+// from: it joins through the endpoint the location's workers reach the tenant's API
+// server at (the satellite's), and nothing of the management cluster's Services is in
+// its config (no /etc/hosts entry for the API server's ClusterIP, no management DNS
+// server or search domains): those addresses mean nothing at another site. Its name
+// servers are the location's, which capmox writes into the VM's network config. The
+// Talos identity is the tenant's own, the main Cluster's.
+func proxmoxBootstrapInput(in *Input) (*Input, error) {
+	endpoint, err := proxmoxAPIServer(&SatelliteInput{
+		Namespace: in.Namespace, Cluster: in.Cluster, LocationName: in.LocationName, Location: in.Location,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := *in
+	out.Cluster.ControlPlaneHost, out.Cluster.ControlPlanePort = endpoint.Host, endpoint.Port
+	out.Cluster.APIServer = ServiceAddress{}
+	out.Cluster.ManagementDNS, out.Cluster.ManagementDNSDomain = "", ""
+	return &out, nil
+}
+
+// proxmoxInstallDisk is the device of a Proxmox VM's boot disk as Talos sees it: a
+// virtio block device is /dev/vda; SCSI (virtio-scsi), SATA and IDE disks are /dev/sda,
+// the boot disk being the VM's first disk.
+func proxmoxInstallDisk(bootDisk string) string {
+	if strings.HasPrefix(bootDisk, "virtio") {
+		return "/dev/vda"
+	}
+	return "/dev/sda"
 }
 
 func proxmoxMachineTemplate(in *Input) (*capmox.ProxmoxMachineTemplate, error) {

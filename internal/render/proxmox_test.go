@@ -2,7 +2,6 @@ package render
 
 import (
 	"bytes"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/golden"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 )
 
 // proxmoxInput is the default Talos pool on a Proxmox location that selects its VM
@@ -44,10 +44,11 @@ func satellite(in *Input) *SatelliteInput {
 		ControlPlaneVersion: in.KubernetesVersion}
 }
 
-// proxmoxObjects renders a pool's ProxmoxMachineTemplate and its cluster's satellite
-// on the pool's location: its Cluster, SatelliteControlPlane and ProxmoxCluster.
+// proxmoxObjects renders a pool on a Proxmox location (its templates, MachineDeployment
+// and health check) and its cluster's satellite on the pool's location: its Cluster,
+// SatelliteControlPlane and ProxmoxCluster.
 func proxmoxObjects(in *Input) ([]client.Object, error) {
-	tmpl, err := ProxmoxMachineTemplate(in)
+	out, err := Render(in)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func proxmoxObjects(in *Input) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{tmpl, cluster, cp, infra}, nil
+	return append(out.Objects(), cluster, cp, infra), nil
 }
 
 // proxmoxGoldenCases are the Proxmox render cases held by golden files.
@@ -139,28 +140,66 @@ func marshalObjects(t *testing.T, objs []client.Object) []byte {
 	return bytes.Join(docs, []byte("---\n"))
 }
 
-// TestRenderOnProxmoxNamesTheTemplateAndStops: the render entry point makes the pool's
-// Proxmox template and refuses the rest with an error that says machines are not made
-// yet and names the template, rather than rendering a MachineDeployment that nothing
-// could run.
-func TestRenderOnProxmoxNamesTheTemplateAndStops(t *testing.T) {
+// TestProxmoxPoolRunsUnderItsSatellite: a pool on a Proxmox location renders a
+// MachineDeployment and health check under the tenant cluster's satellite on that
+// location, labelled with the tenant's Cluster for the autoscaler, and a Talos config
+// that joins through the location's endpoint with the tenant's own identity and nothing
+// of the management cluster's Services; the templates are the pool's ProxmoxMachineTemplate
+// and TalosConfigTemplate.
+func TestProxmoxPoolRunsUnderItsSatellite(t *testing.T) {
 	in := proxmoxInput(t, nil)
 	out, err := Render(in)
-	var notYet *ProxmoxMachinesNotYetError
-	if out != nil || !errors.As(err, &notYet) {
-		t.Fatalf("Render = %v, %v; want no output and a ProxmoxMachinesNotYetError", out, err)
-	}
-	tmpl, err := ProxmoxMachineTemplate(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if notYet.Template != tmpl.Name || notYet.Location != "pve-lab" ||
-		!strings.Contains(notYet.Error(), "Proxmox locations render templates but do not yet create machines") {
-		t.Errorf("error %q, want one naming location pve-lab and template %s", notYet.Error(), tmpl.Name)
+	sat := names.SatelliteName(in.Cluster.Name, in.LocationName)
+	md, mhc := out.MachineDeployment, out.MachineHealthCheck
+	if md.Spec.ClusterName != sat || md.Spec.Template.Spec.ClusterName != sat || mhc.Spec.ClusterName != sat {
+		t.Errorf("MachineDeployment %q/%q and health check %q, want all under the satellite %s",
+			md.Spec.ClusterName, md.Spec.Template.Spec.ClusterName, mhc.Spec.ClusterName, sat)
+	}
+	for _, sel := range []map[string]string{md.Spec.Selector.MatchLabels, md.Spec.Template.Labels, mhc.Spec.Selector.MatchLabels, md.Labels} {
+		if sel[names.LabelClusterName] != sat {
+			t.Errorf("cluster label %q, want the satellite's %s (Cluster API's webhooks set it so)", sel[names.LabelClusterName], sat)
+		}
+	}
+	if md.Labels[names.LabelTenantCluster] != in.Cluster.Name {
+		t.Errorf("MachineDeployment labels %v, want the tenant cluster %s for the autoscaler", md.Labels, in.Cluster.Name)
+	}
+	if md.Name != names.MachineDeploymentName(in.Cluster.Name, in.Name) {
+		t.Errorf("MachineDeployment %s, want the pool's usual name", md.Name)
+	}
+	infra := md.Spec.Template.Spec.InfrastructureRef
+	if infra.Kind != "ProxmoxMachineTemplate" || infra.Name != out.Infrastructure.GetName() {
+		t.Errorf("infrastructureRef %+v, want the pool's ProxmoxMachineTemplate %s", infra, out.Infrastructure.GetName())
+	}
+	if !strings.Contains(md.Annotations[names.AnnotationCapacityLabels], names.NodeLabelLocation+"=pve-lab") ||
+		!strings.Contains(md.Annotations[names.AnnotationCapacityLabels], names.NodeLabelZone+"=lab") {
+		t.Errorf("capacity labels %q, want the location and its zone", md.Annotations[names.AnnotationCapacityLabels])
+	}
+	cfg := out.Bootstrap.(*talos.TalosConfigTemplate).Spec.Template.Spec.Data
+	for _, want := range []string{"https://tenant-a.tenant-a.k8s.lab.example.com:443", "disk: /dev/sda", in.TalosSecrets.MachineToken, in.TalosSecrets.BootstrapToken} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("Talos config lacks %q:\n%s", want, cfg)
+		}
+	}
+	for _, never := range []string{in.Cluster.APIServer.ClusterIP, in.Cluster.ManagementDNS, "svc.cluster.local", "tenant-a.svc"} {
+		if strings.Contains(cfg, never) {
+			t.Errorf("Talos config holds the management cluster's %q:\n%s", never, cfg)
+		}
+	}
+	// The same pool on a KubeVirt location runs under the tenant's Cluster.
+	kv := baseInput(t)
+	kvOut, err := Render(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kvOut.MachineDeployment.Spec.ClusterName; got != kv.Cluster.Name {
+		t.Errorf("KubeVirt pool under %q, want the tenant's Cluster %s", got, kv.Cluster.Name)
 	}
 	// A refusal of the template itself comes through as that refusal.
 	in.Location.Provider.Proxmox.Template = v1.ProxmoxTemplate{SourceNode: "pve1", IDs: []v1.ProxmoxTemplateID{{TalosVersion: "v0.0.1", TemplateID: 100}}}
-	if _, err := Render(in); err == nil || errors.As(err, &notYet) || !strings.Contains(err.Error(), "has no VM template for Talos") {
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "has no VM template for Talos") {
 		t.Errorf("Render of a pool without a template = %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	cpv1 "github.com/nodegroup-io/nodegroup-operator/api/controlplane/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/offline/customresource"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -21,8 +23,9 @@ import (
 // TestProxmoxObjectsPassUpstreamCRDs creates every rendered Proxmox object against
 // the CRD that serves it, offline and as the API server would: unknown fields refused
 // (strict), defaults, schema and CEL rules. The ProxmoxMachineTemplate and
-// ProxmoxCluster against capmox v0.9.0's own CRDs and the satellite's Cluster against
-// Cluster API's (shared/crds-upstream, checked by sha256), its SatelliteControlPlane
+// ProxmoxCluster against capmox v0.9.0's own CRDs, the pool's TalosConfigTemplate
+// against CABPT's, and its MachineDeployment and health check and the satellite's
+// Cluster against Cluster API's (shared/crds-upstream, checked by sha256), its SatelliteControlPlane
 // against the operator's. The hostile case's template, whose tags and bridge the
 // Location CRD would refuse, is refused by capmox's CRD too. The real API server checks
 // the golden files as well (internal/controller/nodegroup,
@@ -41,12 +44,16 @@ func TestProxmoxObjectsPassUpstreamCRDs(t *testing.T) {
 		kinds[k.GroupVersionKind().GroupVersion().String()+"/"+k.GroupVersionKind().Kind] = k
 	}
 	for _, crd := range crds {
-		if crd.Name != "clusters.cluster.x-k8s.io" && !strings.HasPrefix(crd.Name, "proxmox") {
-			continue
-		}
-		version := capmox.GroupVersion.Version
-		if crd.Spec.Group == clusterv1.GroupVersion.Group {
+		var version string
+		switch {
+		case strings.HasPrefix(crd.Name, "proxmox"):
+			version = capmox.GroupVersion.Version
+		case slices.Contains([]string{"clusters", "machinedeployments", "machinehealthchecks"}, crd.Spec.Names.Plural) && crd.Spec.Group == clusterv1.GroupVersion.Group:
 			version = clusterv1.GroupVersion.Version
+		case crd.Name == "talosconfigtemplates."+talos.GroupVersion.Group:
+			version = talos.GroupVersion.Version
+		default:
+			continue
 		}
 		k, err := customresource.FromCRD(crd, version)
 		if err != nil {
@@ -59,8 +66,8 @@ func TestProxmoxObjectsPassUpstreamCRDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	add(own, cpv1.GroupVersion.Version)
-	if len(kinds) != 4 {
-		t.Fatalf("want the ProxmoxMachineTemplate, ProxmoxCluster, Cluster and SatelliteControlPlane CRDs, got %d", len(kinds))
+	if len(kinds) != 7 {
+		t.Fatalf("want the ProxmoxMachineTemplate, ProxmoxCluster, Cluster, MachineDeployment, MachineHealthCheck, TalosConfigTemplate and SatelliteControlPlane CRDs, got %d", len(kinds))
 	}
 	checked := 0
 	for name, objs := range render.ProxmoxObjectsForTest(t) {
@@ -84,7 +91,7 @@ func TestProxmoxObjectsPassUpstreamCRDs(t *testing.T) {
 			checked++
 		}
 	}
-	if checked < 12 {
-		t.Errorf("checked %d objects, want the four objects of at least three cases", checked)
+	if checked < 21 {
+		t.Errorf("checked %d objects, want the seven objects of at least three cases", checked)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
+	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kairos"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
 )
@@ -28,8 +29,9 @@ var (
 type Output struct {
 	// Bootstrap is the bootstrap config template: TalosConfigTemplate or KairosConfigTemplate.
 	Bootstrap client.Object
-	// Infrastructure is the machine template (KubevirtMachineTemplate).
-	Infrastructure *capk.KubevirtMachineTemplate
+	// Infrastructure is the machine template: KubevirtMachineTemplate, or
+	// ProxmoxMachineTemplate on a Proxmox location.
+	Infrastructure client.Object
 	// MachineDeployment runs the pool.
 	MachineDeployment *clusterv1.MachineDeployment
 	// MachineHealthCheck replaces the pool's unhealthy machines.
@@ -47,29 +49,35 @@ func Render(in *Input) (*Output, error) {
 	if err := checkInput(in); err != nil {
 		return nil, err
 	}
+	meta := poolMetadata(in)
+	var infra client.Object
+	bootstrapIn := in
 	if in.Location.Provider.Proxmox != nil {
-		// The machine template renders; the MachineDeployment would run under the
-		// location's satellite Cluster (internal/controller/satellite), but no machines
-		// are made there yet (docs/locations.md).
-		t, err := ProxmoxMachineTemplate(in)
+		// The machines run under the tenant's satellite on the location
+		// (internal/controller/satellite) and join through the location's endpoint.
+		t, err := proxmoxMachineTemplate(in)
 		if err != nil {
 			return nil, err
 		}
-		return nil, &ProxmoxMachinesNotYetError{Location: in.LocationName, Template: t.Name}
+		infra = t
+		if bootstrapIn, err = proxmoxBootstrapInput(in); err != nil {
+			return nil, err
+		}
+	} else {
+		t, err := kubevirtMachineTemplate(in)
+		if err != nil {
+			return nil, err
+		}
+		infra = t
 	}
-	meta := poolMetadata(in)
-	infra, err := kubevirtMachineTemplate(in)
-	if err != nil {
-		return nil, err
-	}
-	if err := nameTemplate(in, meta, infra, &infra.Spec); err != nil {
+	if err := nameTemplate(in, meta, infra, templateSpec(infra)); err != nil {
 		return nil, err
 	}
 
 	var bootstrap client.Object
 	switch in.Class.OS {
 	case v1.OSTalos:
-		t, err := TalosConfigTemplate(in, "")
+		t, err := TalosConfigTemplate(bootstrapIn, "")
 		if err != nil {
 			return nil, err
 		}
@@ -104,6 +112,9 @@ func Render(in *Input) (*Output, error) {
 type metadata struct {
 	// name of the MachineDeployment and the MachineHealthCheck.
 	name string
+	// cluster is the Cluster API Cluster the pool's machines run under: the tenant's
+	// Cluster, or its satellite on the pool's location.
+	cluster string
 	// labels of every object.
 	labels map[string]string
 	// selector of the pool's machines, in the MachineDeployment and the MachineHealthCheck.
@@ -113,10 +124,12 @@ type metadata struct {
 }
 
 func poolMetadata(in *Input) metadata {
+	cluster := names.MachineClusterName(in.Cluster.Name, in.LocationName, in.Location.Provider.Satellite())
 	return metadata{
 		name:                names.MachineDeploymentName(in.Cluster.Name, in.Name),
-		labels:              objectLabels(in),
-		selector:            poolSelector(in),
+		cluster:             cluster,
+		labels:              objectLabels(in, cluster),
+		selector:            poolSelector(in, cluster),
 		templateAnnotations: map[string]string{names.AnnotationTemplateHashVersion: HashVersion},
 	}
 }
@@ -144,8 +157,21 @@ func templateRef(obj client.Object) clusterv1.ContractVersionedObjectReference {
 		group, kind = kairos.GroupVersion.Group, "KairosConfigTemplate"
 	case *capk.KubevirtMachineTemplate:
 		group, kind = capk.GroupVersion.Group, "KubevirtMachineTemplate"
+	case *capmox.ProxmoxMachineTemplate:
+		group, kind = capmox.GroupVersion.Group, "ProxmoxMachineTemplate"
 	}
 	return clusterv1.ContractVersionedObjectReference{APIGroup: group, Kind: kind, Name: obj.GetName()}
+}
+
+// templateSpec is the spec of a machine template, which its name is hashed from.
+func templateSpec(obj client.Object) any {
+	switch t := obj.(type) {
+	case *capk.KubevirtMachineTemplate:
+		return &t.Spec
+	case *capmox.ProxmoxMachineTemplate:
+		return &t.Spec
+	}
+	panic(fmt.Sprintf("render: %T is not a machine template", obj))
 }
 
 // checkInput refuses an Input that resolve should never produce, with a message that

@@ -249,7 +249,7 @@ func TestAddressChangeRerendersOnlyTheBootstrapTemplate(t *testing.T) {
 	if a.Bootstrap.GetName() == b.Bootstrap.GetName() {
 		t.Fatalf("bootstrap template kept its name %s across an address change", a.Bootstrap.GetName())
 	}
-	if a.Infrastructure.Name != b.Infrastructure.Name {
+	if a.Infrastructure.GetName() != b.Infrastructure.GetName() {
 		t.Errorf("machine template changed on an address change")
 	}
 	if !strings.Contains(string(marshalOutput(t, b)), "10.96.200.7 tenant-a tenant-a.tenant-a") {
@@ -269,8 +269,8 @@ func TestVersionBumpChangesOnlyVersionAndTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Infrastructure.Name != b.Infrastructure.Name {
-		t.Errorf("the machine template changed on a patch bump: %s -> %s", a.Infrastructure.Name, b.Infrastructure.Name)
+	if a.Infrastructure.GetName() != b.Infrastructure.GetName() {
+		t.Errorf("the machine template changed on a patch bump: %s -> %s", a.Infrastructure.GetName(), b.Infrastructure.GetName())
 	}
 	if a.Bootstrap.GetName() == b.Bootstrap.GetName() {
 		t.Errorf("the bootstrap template kept its name %s across a kubelet version change", a.Bootstrap.GetName())

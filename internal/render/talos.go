@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -318,7 +319,11 @@ func talosNetworkSection(in *Input, bad func(string, ...any)) *v1alpha1.NetworkC
 // talosSchematic), which carries the class's extensions: they are not listed here, as
 // machine.install.extensions is deprecated in Talos.
 func talosInstallSection(in *Input, bad func(string, ...any)) *v1alpha1.InstallConfig {
-	install := &v1alpha1.InstallConfig{InstallDisk: talosInstallDisk, InstallImage: in.Spec.OSImage}
+	disk := talosInstallDisk
+	if pve := in.Location.Provider.Proxmox; pve != nil {
+		disk = proxmoxInstallDisk(cmp.Or(pve.BootDisk, proxmoxBootDisk))
+	}
+	install := &v1alpha1.InstallConfig{InstallDisk: disk, InstallImage: in.Spec.OSImage}
 	if install.InstallImage == "" {
 		repo := in.Factory.InstallerRepository
 		if in.Class.Talos != nil && in.Class.Talos.InstallerRepository != "" {

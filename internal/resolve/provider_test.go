@@ -12,6 +12,7 @@ import (
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/offline"
+	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/rulecases"
@@ -40,9 +41,9 @@ func tenantResolver(t *testing.T, extra ...client.Object) *resolve.Resolver {
 	return &resolve.Resolver{Client: store, APIReader: store, Mapper: offline.Mapper(), Catalog: catalog.Default()}
 }
 
-// TestLocationProviders: a pool on a Proxmox location resolves, and render then says
-// machines there are not made yet (so the pool reports Rendered=False, not a location it
-// cannot use); a provider with no renderer at all fails LocationResolved.
+// TestLocationProviders: a pool on a Proxmox location resolves and renders, its
+// machines under the tenant's satellite there; a provider with no renderer at all fails
+// LocationResolved.
 func TestLocationProviders(t *testing.T) {
 	hcloud := rulecases.KubeVirtLocation("hel1")
 	hcloud.Spec.Provider = v1.LocationProvider{Type: v1.ProviderHCloud,
@@ -61,9 +62,12 @@ func TestLocationProviders(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a pool on a Proxmox location does not resolve: %v", err)
 	}
-	var notYet *render.ProxmoxMachinesNotYetError
-	if _, err := render.Render(in); !errors.As(err, &notYet) {
-		t.Fatalf("Render = %v, want a ProxmoxMachinesNotYetError", err)
+	out, err := render.Render(in)
+	if err != nil {
+		t.Fatalf("a pool on a Proxmox location does not render: %v", err)
+	}
+	if got, want := out.MachineDeployment.Spec.ClusterName, names.SatelliteName(testenv.TenantCluster, "pve-lab"); got != want {
+		t.Errorf("MachineDeployment under %q, want the satellite %s", got, want)
 	}
 
 	_, err = r.Resolve(context.Background(), pool("hel1"))

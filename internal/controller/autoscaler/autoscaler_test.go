@@ -32,7 +32,7 @@ import (
 
 // discovery is the autoscaler's node group discovery for the tenant's Cluster in ns.
 func discovery(ns string) string {
-	return fmt.Sprintf("--node-group-auto-discovery=clusterapi:namespace=%s,clusterName=%s,nodegroup.io/autoscaled=true", ns, cluster)
+	return fmt.Sprintf("--node-group-auto-discovery=clusterapi:namespace=%s,nodegroup.io/tenant-cluster=%s,nodegroup.io/autoscaled=true", ns, cluster)
 }
 
 // templateRule is the Role's rule for the machine template kind the pool controller's

@@ -92,7 +92,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinepools;machines;machinesets,verbs=list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale,verbs=get;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;update
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates;proxmoxmachinetemplates,verbs=get;list;watch
 
 // Reconcile makes the Cluster's autoscaler what its pools need.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -309,11 +309,12 @@ func (r *Reconciler) version(ctx context.Context, c *clusterv1.Cluster, pools []
 }
 
 // templateResources are the machine template resources the cluster's MachineDeployments
-// name: the autoscaler reads them to scale a pool from zero.
+// (its own and its satellites') name: the autoscaler reads them to scale a pool from
+// zero.
 func (r *Reconciler) templateResources(ctx context.Context, c *clusterv1.Cluster) ([]schema.GroupResource, error) {
 	var mds clusterv1.MachineDeploymentList
 	if err := r.Client.List(ctx, &mds, client.InNamespace(c.Namespace),
-		client.MatchingLabels{names.LabelClusterName: c.Name, names.LabelManagedBy: names.ManagedByValue}); err != nil {
+		client.MatchingLabels{names.LabelTenantCluster: names.LabelValue(c.Name), names.LabelManagedBy: names.ManagedByValue}); err != nil {
 		return nil, err
 	}
 	var out []schema.GroupResource

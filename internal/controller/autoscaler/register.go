@@ -88,8 +88,10 @@ func clusterOfKubeconfig(_ context.Context, obj client.Object) []reconcile.Reque
 	return out
 }
 
+// clusterOfMachineDeployment is the tenant's Cluster of a MachineDeployment of the
+// operator's: the tenant label, on a satellite's too.
 func clusterOfMachineDeployment(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[names.LabelClusterName]
+	name := obj.GetLabels()[names.LabelTenantCluster]
 	if name == "" {
 		return nil
 	}

@@ -75,6 +75,8 @@ type Reconciler struct {
 
 	resolver *resolve.Resolver
 	applier  *apply.Applier
+	// templateKinds are the template kinds served here (servedTemplateKinds).
+	templateKinds []schema.GroupVersionKind
 	// readyTimer times each generation of a pool until it is Ready.
 	readyTimer metrics.ReadyTimer
 }
@@ -93,7 +95,7 @@ func (r *Reconciler) Applier() *apply.Applier { return r.applier }
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinehealthchecks,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets;machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigtemplates;kairosconfigtemplates,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachinetemplates;proxmoxmachinetemplates,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kamajicontrolplanes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=instancetype.kubevirt.io,resources=virtualmachineclusterinstancetypes,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -184,15 +186,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ng *v1.NodeGroup, s *scope) 
 	out, err := render.Render(in)
 	if err != nil {
 		var missing *render.ImageNotAvailableError
-		var proxmox *render.ProxmoxMachinesNotYetError
 		reason := ReasonRenderFailed
-		switch {
-		case errors.As(err, &missing):
+		if errors.As(err, &missing) {
 			reason = resolve.ReasonImageNotAvailable
-		case errors.As(err, &proxmox):
-			// The tenant picked a location whose machines this version cannot make yet:
-			// the tenant's to change, as a location of an unsupported provider is.
-			reason = resolve.ReasonProviderNotSupported
 		}
 		s.set(v1.ConditionRendered, metav1.ConditionFalse, reason, err.Error())
 		return ctrl.Result{}, nil // a spec or platform change fixes this; both are watched
@@ -264,7 +260,7 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 		out.Bootstrap.GetObjectKind().GroupVersionKind().GroupKind():      out.Bootstrap.GetName(),
 		out.Infrastructure.GetObjectKind().GroupVersionKind().GroupKind(): out.Infrastructure.GetName(),
 	}
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, names.LabelValue(ng.Name), out.MachineDeployment.Name, keep, names.TemplateKinds...); err != nil {
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, names.LabelValue(ng.Name), out.MachineDeployment.Name, keep, r.templateKinds...); err != nil {
 		return nil, err
 	}
 	return written, nil

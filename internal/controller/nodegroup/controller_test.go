@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -200,9 +202,9 @@ func TestErrorConditions(t *testing.T) {
 		{"talos secrets missing", nsNoSecret, nil, v1.ConditionRendered, resolve.ReasonTalosSecretsMissing, "with the cluster's Talos join identity does not exist yet"},
 		{"ahead of control plane", ns, func(s *v1.NodeGroupSpec) { s.KubernetesVersion = "v1.36" }, v1.ConditionRendered, nodegroup.ReasonVersionAhead, "is ahead of the control plane's: workers must not be newer than their API server; lower spec.kubernetesVersion or pick a class built for the control plane's minor, or upgrade the control plane first (pool v1.36.3, control plane v1.35.4)"},
 		{"instancetype not served", ns, func(s *v1.NodeGroupSpec) { s.Resources, s.InstanceType = nil, "u1.large" }, v1.ConditionRendered, resolve.ReasonInstanceTypeNotFound, `spec.instanceType "u1.large": KubeVirt instancetypes are not served`},
-		{"proxmox machines not made yet", ns, func(s *v1.NodeGroupSpec) {
-			s.LocationName, s.EphemeralStorage = "pve-errors", resource.MustParse("20Gi")
-		}, v1.ConditionRendered, resolve.ReasonProviderNotSupported, "Proxmox locations render templates but do not yet create machines"},
+		{"kairos on a proxmox location", ns, func(s *v1.NodeGroupSpec) {
+			s.NodeGroupClassName, s.LocationName, s.EphemeralStorage = "kairos", "pve-errors", resource.MustParse("20Gi")
+		}, v1.ConditionRendered, nodegroup.ReasonRenderFailed, "Proxmox locations run Talos pools only"},
 		{"no disk for the minor", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" }, v1.ConditionRendered, resolve.ReasonImageNotAvailable, "no Kairos worker disk is published for Kubernetes v1.35"},
 	}
 	for i, tc := range cases {
@@ -476,4 +478,55 @@ func TestLocationAccessWithdrawn(t *testing.T) {
 
 	setAllowed(&metav1.LabelSelector{})
 	waitCondition(t, ng, v1.ConditionLocationResolved, metav1.ConditionTrue, "Resolved")
+}
+
+// TestPoolOnProxmoxLocationRunsUnderItsSatellite: a Talos pool on a Proxmox location is
+// applied as a ProxmoxMachineTemplate, a TalosConfigTemplate and a MachineDeployment and
+// health check under the tenant's satellite on the location (capmox's CRDs serve the
+// template). Once it runs, moving it to a KubeVirt location is refused (Cluster API
+// cannot move a MachineDeployment to another Cluster) and leaves the running objects
+// as they are; moving back heals it.
+func TestPoolOnProxmoxLocationRunsUnderItsSatellite(t *testing.T) {
+	pve := rulecases.ProxmoxLocation("pve-pool", nil)
+	pve.Spec.AllowedNamespaces = &metav1.LabelSelector{}
+	env.MustCreate(t, pve)
+	ns := tenant(t)
+	ng := pool(ns, "lab", func(s *v1.NodeGroupSpec) {
+		s.LocationName, s.EphemeralStorage = "pve-pool", resource.MustParse("20Gi")
+	})
+	env.MustCreate(t, ng)
+	got := waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
+
+	satellite := names.SatelliteName("tenant", "pve-pool")
+	md := &clusterv1.MachineDeployment{}
+	mustGet(t, ns, "tenant-lab", md)
+	if md.Spec.ClusterName != satellite || md.Labels[names.LabelTenantCluster] != "tenant" {
+		t.Errorf("MachineDeployment under %q with labels %v, want under the satellite %s with the tenant label", md.Spec.ClusterName, md.Labels, satellite)
+	}
+	if ref := md.Spec.Template.Spec.InfrastructureRef; ref.Kind != "ProxmoxMachineTemplate" || ref.Name != got.Status.InfrastructureTemplateName {
+		t.Errorf("infrastructureRef %+v, want the pool's ProxmoxMachineTemplate %s", ref, got.Status.InfrastructureTemplateName)
+	}
+	tmpl := &unstructured.Unstructured{}
+	tmpl.SetGroupVersionKind(names.ProxmoxTemplateKind)
+	mustGet(t, ns, got.Status.InfrastructureTemplateName, tmpl)
+	mhc := &clusterv1.MachineHealthCheck{}
+	mustGet(t, ns, "tenant-lab", mhc)
+	if mhc.Spec.ClusterName != satellite {
+		t.Errorf("health check under %q, want the satellite %s", mhc.Spec.ClusterName, satellite)
+	}
+
+	before := snapshot(t, ng)
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.LocationName = v1.BuiltinLocation })
+	got = waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionFalse, nodegroup.ReasonPolicyViolation)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionRendered); !strings.Contains(c.Message, "which a MachineDeployment cannot do") {
+		t.Errorf("message: %s", c.Message)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if after := snapshot(t, ng); !equality.Semantic.DeepEqual(before, after) {
+		t.Errorf("a refused move changed the running objects:\nbefore %+v\nafter  %+v", before, after)
+	}
+	mustGet(t, ns, before.Infra, tmpl)
+
+	mustUpdate(t, ng, func(n *v1.NodeGroup) { n.Spec.LocationName = "pve-pool" })
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, "Applied")
 }

@@ -54,7 +54,7 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1.NodeGroup) (ctrl.Resul
 	}
 	// With the MachineDeployment gone no MachineSet of the pool remains, so every
 	// template of the pool is superseded.
-	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, names.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, names.TemplateKinds...); err != nil {
+	if _, err := r.applier.DeleteSupersededTemplates(ctx, ng.Namespace, names.LabelValue(ng.Name), ng.Status.MachineDeploymentName, nil, r.templateKinds...); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.applier.Forget(ng.Namespace, names.MachineDeploymentName(ng.Spec.ClusterName, ng.Name))

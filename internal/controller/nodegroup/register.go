@@ -3,12 +3,14 @@ package nodegroup
 import (
 	"context"
 	"runtime"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -68,7 +70,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 	// A pool's templates, watched as the metadata the cache keeps of them: one of its
 	// current templates, deleted, is created again (an older one, whose render is no
 	// longer known, is not), and one whose spec someone changed is reported on the pool.
-	for _, gvk := range names.TemplateKinds {
+	for _, gvk := range r.templateKinds {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(gvk)
 		b = b.Watches(m, handler.EnqueueRequestsFromMapFunc(r.poolsByLabel), builder.WithPredicates(templateChanged()))
@@ -91,6 +93,22 @@ func (r *Reconciler) wire(mapper meta.RESTMapper) {
 		ManagementDNS: r.ManagementDNS, ManagementDNSDomain: r.ManagementDNSDomain, Cache: r.Cache,
 	}
 	r.applier = apply.NewCached(r.Client, r.APIReader, r.Cache)
+	r.templateKinds = servedTemplateKinds(mapper)
+}
+
+// servedTemplateKinds are the template kinds a pool's templates may be of
+// (names.TemplateKinds) and, when capmox is installed, its ProxmoxMachineTemplate:
+// watching or listing a kind the API server does not serve fails. Install capmox
+// before the operator starts, or restart the operator after.
+func servedTemplateKinds(mapper meta.RESTMapper) []schema.GroupVersionKind {
+	kinds := slices.Clip(names.TemplateKinds)
+	gvk := names.ProxmoxTemplateKind
+	if mapper != nil {
+		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			kinds = append(kinds, gvk)
+		}
+	}
+	return kinds
 }
 
 // machineSetChanged lets through what a pool reads of a MachineSet, which templates it
