@@ -20,6 +20,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
+	"github.com/nodegroup-io/nodegroup-operator/internal/rulecases"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -167,6 +168,29 @@ func TestOSSwitchRefusedOnceMachinesExist(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "spec.nodeGroupClassName") {
 			t.Errorf("%s -> %s on a running pool: %v, want refused naming spec.nodeGroupClassName", tc.from, tc.to, err)
 		}
+	}
+}
+
+// TestLocationMoveRefusedOnceMachinesExist: a running pool on a KubeVirt location may not
+// move to a Proxmox location, whose machines run under the tenant's satellite there:
+// Cluster API keeps a MachineDeployment's cluster.
+func TestLocationMoveRefusedOnceMachinesExist(t *testing.T) {
+	ctx := context.Background()
+	platform(t)
+	ns := tenant(t, nil)
+	pve := rulecases.ProxmoxLocation("pve-move-"+ns, nil)
+	pve.Spec.AllowedNamespaces = &metav1.LabelSelector{}
+	if err := env.Client.Create(ctx, pve); err != nil {
+		t.Fatal(err)
+	}
+	ng := pool(ns, "mover", nil)
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	waitRendered(t, ng)
+	err := update(ctx, ng, func(n *v1.NodeGroup) { n.Spec.LocationName, n.Spec.EphemeralStorage = pve.Name, resource.MustParse("20Gi") })
+	if err == nil || !strings.Contains(err.Error(), "spec.locationName") || !strings.Contains(err.Error(), "which a MachineDeployment cannot do") {
+		t.Errorf("moving a running pool to a Proxmox location: %v, want refused naming spec.locationName", err)
 	}
 }
 
