@@ -214,6 +214,13 @@ func (e *Env) controlPlane(context.Context) error {
 		if !capiGroups[crd.Spec.Group] {
 			crds = append(crds, crd)
 		}
+		if crd.Name == "proxmoxmachinetemplates."+crd.Spec.Group {
+			machine, err := proxmoxMachineCRD(crd)
+			if err != nil {
+				return err
+			}
+			crds = append(crds, machine)
+		}
 	}
 	capi, err := e.capiCRDs(capiPort)
 	if err != nil {

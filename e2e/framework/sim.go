@@ -13,8 +13,15 @@ import (
 // admin, until the control plane stops.
 func (e *Env) simulator(context.Context) error {
 	return e.cp.RunManager(ctrl.Options{HealthProbeBindAddress: "0"}, func(mgr ctrl.Manager) error {
-		return simulator.Add(mgr, simulator.Options{Tenants: e.simulatedTenant})
+		return simulator.Add(mgr, simulator.Options{Tenants: e.simulatedTenant, ProxmoxSites: ProxmoxSites})
 	})
+}
+
+// ProxmoxSites are the Proxmox VE clusters the simulated capmox reaches: one in the lab
+// next door and one on rented servers over the WAN, each accepting its own API token.
+var ProxmoxSites = []simulator.ProxmoxSite{
+	{URL: "https://pve-lab.e2e.example:8006/api2/json", Token: "capmox@pve!lab", Secret: "4a0d9c1e-lab-0000-0000-000000000001"},
+	{URL: "https://pve-wan.e2e.example:8006/api2/json", Token: "capmox@pve!wan", Secret: "9b3e7f2a-wan-0000-0000-000000000002"},
 }
 
 // simulatedTenant is the tenant cluster of a Cluster, as the simulated Kamaji runs it.

@@ -35,6 +35,7 @@ func (s *sim) addNodes(mgr ctrl.Manager) error {
 		Named("simulator-node").
 		For(&clusterv1.Machine{}).
 		Watches(newObject(KubevirtMachineGVK), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &clusterv1.Machine{})).
+		Watches(newObject(ProxmoxMachineGVK), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &clusterv1.Machine{})).
 		// A join waits a moment for its certificate; other Machines need not wait behind it.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(reconcile.Func(s.reconcileNode))
@@ -45,21 +46,28 @@ func (s *sim) reconcileNode(ctx context.Context, req reconcile.Request) (reconci
 	if err := s.Get(ctx, req.NamespacedName, m); err != nil || !m.DeletionTimestamp.IsZero() || m.Spec.Bootstrap.DataSecretName == nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err) // a Machine being deleted never gets a Node
 	}
-	if refRequest(m.Namespace, m.Spec.InfrastructureRef, KubevirtMachineGVK) == nil {
+	gvk := KubevirtMachineGVK
+	switch {
+	case refRequest(m.Namespace, m.Spec.InfrastructureRef, ProxmoxMachineGVK) != nil:
+		gvk = ProxmoxMachineGVK
+	case refRequest(m.Namespace, m.Spec.InfrastructureRef, KubevirtMachineGVK) == nil:
 		return reconcile.Result{}, nil
 	}
-	vm, err := s.get(ctx, KubevirtMachineGVK, m.Namespace, m.Spec.InfrastructureRef.Name)
+	vm, err := s.get(ctx, gvk, m.Namespace, m.Spec.InfrastructureRef.Name)
 	if vm == nil || err != nil || !vm.GetDeletionTimestamp().IsZero() || vm.GetAnnotations()[AnnotationSimulatedNode] != "" {
 		return reconcile.Result{}, err // the VM is gone, or has booted once already
 	}
 	ready, _, _ := unstructured.NestedBool(vm.Object, "status", "ready")
+	if gvk == ProxmoxMachineGVK { // v1beta2 contract
+		ready, _, _ = unstructured.NestedBool(vm.Object, "status", "initialization", "provisioned")
+	}
 	providerID, _, _ := unstructured.NestedString(vm.Object, "spec", "providerID")
 	if !ready || providerID == "" {
 		return reconcile.Result{}, nil
 	}
 	// The cache may not hold yet the annotation written when the Node was made: ask the
 	// API server before making it a second time.
-	fresh := newObject(KubevirtMachineGVK)
+	fresh := newObject(gvk)
 	if err := s.live.Get(ctx, client.ObjectKeyFromObject(vm), fresh); err != nil || fresh.GetAnnotations()[AnnotationSimulatedNode] != "" {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -71,7 +79,16 @@ func (s *sim) reconcileNode(ctx context.Context, req reconcile.Request) (reconci
 	k, err := readBootstrap(m, vm.GetName(), secret.Data[dataKey])
 	var node *corev1.Node
 	if err == nil {
-		node, err = k.node(vmCapacity(vm))
+		if gvk == ProxmoxMachineGVK {
+			// The kubelet reports the VM's SMBIOS UUID; the providerID capmox wrote into
+			// the NoCloud metadata does not reach it on Talos.
+			node, err = k.node(proxmoxCapacity(vm))
+			if node != nil {
+				node.Status.NodeInfo.SystemUUID = systemUUID(providerID)
+			}
+		} else {
+			node, err = k.node(vmCapacity(vm))
+		}
 	}
 	if err != nil {
 		s.refuse(ctx, m, "KubeletRefused", err)

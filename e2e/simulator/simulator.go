@@ -68,6 +68,8 @@ type Options struct {
 	// KamajiControlPlane (required). An error leaves the Cluster's control plane
 	// uninitialized, and is retried.
 	Tenants func(cluster client.ObjectKey) (Tenant, error)
+	// ProxmoxSites are the Proxmox VE clusters the simulated capmox reaches.
+	ProxmoxSites []ProxmoxSite
 }
 
 // Add registers the simulator's controllers with mgr, whose scheme must hold the
@@ -76,19 +78,19 @@ func Add(mgr ctrl.Manager, opts Options) error {
 	if opts.Tenants == nil {
 		return errors.New("simulator: Options.Tenants is required")
 	}
-	for _, gvk := range []schema.GroupVersionKind{TalosConfigGVK, KairosConfigGVK, KubevirtMachineGVK, KubevirtClusterGVK, KamajiControlPlaneGVK} {
+	for _, gvk := range []schema.GroupVersionKind{TalosConfigGVK, KairosConfigGVK, KubevirtMachineGVK, KubevirtClusterGVK, KamajiControlPlaneGVK, ProxmoxClusterGVK, ProxmoxMachineGVK} {
 		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			return fmt.Errorf("simulator: %s is not served (install its CRD): %w", gvk, err)
 		}
 	}
 	s := &sim{
 		Client: mgr.GetClient(), live: mgr.GetAPIReader(), events: mgr.GetEventRecorder(eventReporter),
-		tenants: opts.Tenants, joins: map[types.UID]*joinState{},
+		tenants: opts.Tenants, joins: map[types.UID]*joinState{}, proxmoxSites: opts.ProxmoxSites,
 	}
 	for _, add := range []func(ctrl.Manager) error{
 		func(m ctrl.Manager) error { return s.addBootstrap(m, TalosConfigGVK, s.talosData) },
 		func(m ctrl.Manager) error { return s.addBootstrap(m, KairosConfigGVK, s.kairosData) },
-		s.addInfra, s.addCluster, s.addNodes,
+		s.addInfra, s.addProxmox, s.addCluster, s.addNodes,
 	} {
 		if err := add(mgr); err != nil {
 			return err
@@ -104,6 +106,8 @@ type sim struct {
 	live    client.Reader
 	events  events.EventRecorder
 	tenants func(client.ObjectKey) (Tenant, error)
+	// proxmoxSites are the simulated Proxmox VE clusters.
+	proxmoxSites []ProxmoxSite
 	// remotes are the clients to tenant API servers, one per kubeconfig and identity.
 	remotes remotes
 

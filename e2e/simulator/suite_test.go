@@ -6,8 +6,10 @@ import (
 	"os"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/nodegroup-io/nodegroup-operator/e2e/framework"
 	"github.com/nodegroup-io/nodegroup-operator/e2e/simulator"
@@ -31,6 +33,13 @@ func TestMain(m *testing.M) {
 		env = e
 		assets, err := testenv.Assets()
 		if err != nil {
+			return err
+		}
+		machines, err := framework.ProxmoxMachineCRD()
+		if err != nil {
+			return err
+		}
+		if _, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{machines}}); err != nil {
 			return err
 		}
 		work, err := os.MkdirTemp("", "simulator-test-")

@@ -188,7 +188,9 @@ func TestLocationMoveRefusedOnceMachinesExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRendered(t, ng)
-	err := update(ctx, ng, func(n *v1.NodeGroup) { n.Spec.LocationName, n.Spec.EphemeralStorage = pve.Name, resource.MustParse("20Gi") })
+	err := update(ctx, ng, func(n *v1.NodeGroup) {
+		n.Spec.LocationName, n.Spec.EphemeralStorage = pve.Name, resource.MustParse("20Gi")
+	})
 	if err == nil || !strings.Contains(err.Error(), "spec.locationName") || !strings.Contains(err.Error(), "which a MachineDeployment cannot do") {
 		t.Errorf("moving a running pool to a Proxmox location: %v, want refused naming spec.locationName", err)
 	}
