@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -10,11 +11,15 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -211,4 +216,210 @@ func credentialCopies(t *testing.T, ns string) []string {
 		}
 	}
 	return out
+}
+
+// TestAutoscalerScalesAProxmoxPoolFromZero: the tenant's managed autoscaler finds the
+// MachineDeployment of a pool under the satellite (by the tenant label), sizes it from
+// zero from its capacity annotations, which name the location, and scales it for a pod
+// pinned to that location, reading the pool's ProxmoxMachineTemplate through the Role
+// the operator grants; once the pod goes, the pool returns to zero.
+func TestAutoscalerScalesAProxmoxPoolFromZero(t *testing.T) {
+	timed(t)
+	requireAutoscaler(t)
+	ctx := context.Background()
+	ns := "e2e-pve-scale"
+	tenant, err := env.NewTenant(ctx, "pve-scale", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.UseTenant(ns, tenant)
+	newTenant(t, ns)
+	loc := proxmoxLocation(t, "e2e-pve-scale", framework.ProxmoxSites[0], ns)
+
+	taint := v1.Taint{Key: "example.com/dedicated", Value: "burst", Effect: v1.TaintEffect(corev1.TaintEffectNoSchedule)}
+	burst := newPool(ns, "burst", 0, 2)
+	burst.Spec.LocationName, burst.Spec.EphemeralStorage = loc.Name, resource.MustParse("20Gi")
+	burst.Spec.Labels = map[string]v1.LabelValue{"workload": "burst"}
+	burst.Spec.Taints = []v1.Taint{taint}
+	create(t, burst)
+	eventually(t, short, "the autoscaler of "+ns, func(ctx context.Context) error { return autoscalerObjects(ctx, ns, true) })
+	startAutoscaler(t, ns)
+
+	pod := tenantPod(ns, "burst-1", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+		map[string]string{"workload": "burst", names.NodeLabelLocation: loc.Name}, taint)
+	start := time.Now()
+	if err := tenant.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPodRunning(t, ns, pod.Name)
+	t.Logf("pending pod pinned to a Proxmox location -> Running on a node of its pool scaled from zero: %s", time.Since(start).Round(100*time.Millisecond))
+	waitRunning(t, "the pool at one machine", burst, 1)
+
+	if err := tenant.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	eventually(t, long, "the pool back to zero", func(ctx context.Context) error {
+		if err := replicas(ctx, burst, 0); err != nil {
+			return fmt.Errorf("%w; nodes: %s", err, nodeStates(ctx, tenant.Client))
+		}
+		ms, err := machines(ctx, burst)
+		if err == nil && len(ms) != 0 {
+			err = fmt.Errorf("%d machines left; nodes: %s", len(ms), nodeStates(ctx, tenant.Client))
+		}
+		return err
+	})
+	t.Logf("pod gone -> the Proxmox pool scaled down to zero and its machine deleted: %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// nodeStates says what a tenant's Nodes look like: Ready, providerID, Cluster API's
+// annotations.
+func nodeStates(ctx context.Context, c client.Client) string {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, n := range nodes.Items {
+		ready := "no Ready condition"
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				ready = fmt.Sprintf("Ready=%s %s (heartbeat %s)", cond.Status, cond.Reason, cond.LastHeartbeatTime.Format(time.TimeOnly))
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: %s, providerID %q, annotations %v, taints %v", n.Name, ready, n.Spec.ProviderID, n.Annotations, n.Spec.Taints))
+	}
+	return strings.Join(out, "; ")
+}
+
+// TestSatelliteFollowsTheTenantControlPlane: a satellite's control plane mirrors the
+// tenant's. While the tenant's control plane is upgrading (spec.version ahead of the
+// version it reports), Cluster API's preflight checks hold the scale-up of a pool under
+// the satellite, exactly as on the tenant's own Cluster; once the tenant reports the new
+// version, the scale-up goes ahead. When Kamaji rotates the tenant's admin kubeconfig,
+// the satellite's kubeconfig follows, and Cluster API still reaches the tenant through
+// it.
+func TestSatelliteFollowsTheTenantControlPlane(t *testing.T) {
+	timed(t)
+	ctx := context.Background()
+	ns := "e2e-pve-cp"
+	tenant, err := env.NewTenant(ctx, "pve-cp", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.UseTenant(ns, tenant)
+	newTenant(t, ns)
+	loc := proxmoxLocation(t, "e2e-pve-cp", framework.ProxmoxSites[0], ns)
+	pool := newPool(ns, "pinned", 1, 3)
+	pool.Spec.LocationName, pool.Spec.EphemeralStorage = loc.Name, resource.MustParse("20Gi")
+	startPool(t, pool, 1)
+	sat := names.SatelliteName(cluster, loc.Name)
+
+	kcp := &unstructured.Unstructured{}
+	kcp.SetGroupVersionKind(simulator.KamajiControlPlaneGVK)
+	kcpKey := client.ObjectKey{Namespace: ns, Name: cluster}
+	patchKCP := func(patch string) {
+		t.Helper()
+		kcp.SetName(cluster)
+		kcp.SetNamespace(ns)
+		if err := env.Client.Patch(ctx, kcp, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Client.Get(ctx, kcpKey, kcp); err != nil {
+		t.Fatal(err)
+	}
+	from, _, _ := unstructured.NestedString(kcp.Object, "spec", "version")
+	to := "v1.35.5"
+
+	// The tenant upgrades; Kamaji has not finished.
+	patchKCP(fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}},"spec":{"version":%q}}`, simulator.AnnotationUpgradeInProgress, to))
+	eventually(t, short, "the satellite's control plane upgrading like the tenant's", func(ctx context.Context) error {
+		scp := &cpv1.SatelliteControlPlane{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sat}, scp); err != nil {
+			return err
+		}
+		if scp.Spec.Version != to || scp.Status.Version != from {
+			return fmt.Errorf("spec.version %q, status.version %q; want %s and %s", scp.Spec.Version, scp.Status.Version, to, from)
+		}
+		return nil
+	})
+	md, err := machineDeployment(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The autoscaler's way of asking for a machine more.
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 2}}
+	if err := env.Client.SubResource("scale").Update(ctx, md, client.WithSubResourceBody(scale), client.FieldOwner("cluster-autoscaler")); err != nil {
+		t.Fatalf("scaling %s to 2: %v", md.Name, err)
+	}
+	held := time.Now()
+	eventually(t, short, "the satellite's MachineSet holding its scale-up", func(ctx context.Context) error {
+		var sets clusterv1.MachineSetList
+		if err := env.Client.List(ctx, &sets, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}); err != nil {
+			return err
+		}
+		for _, ms := range sets.Items {
+			if ptr.Deref(ms.Spec.Replicas, 0) != 2 {
+				continue
+			}
+			for _, c := range ms.Status.Conditions {
+				if c.Type == clusterv1.MachineSetScalingUpCondition && strings.Contains(c.Message, "is upgrading") {
+					return nil
+				}
+			}
+			return fmt.Errorf("MachineSet %s conditions %v", ms.Name, ms.Status.Conditions)
+		}
+		return fmt.Errorf("no MachineSet of %s asks for 2 machines yet", md.Name)
+	})
+	consistently(t, 10*time.Second, "no machine made while the tenant upgrades", func(ctx context.Context) error {
+		ms, err := machines(ctx, pool)
+		if err == nil && len(ms) != 1 {
+			err = fmt.Errorf("%d machines", len(ms))
+		}
+		return err
+	})
+
+	// Kamaji finishes: the satellite reports the new version and the scale-up goes on.
+	patchKCP(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, simulator.AnnotationUpgradeInProgress))
+	waitRunning(t, "the pool at 2 once the upgrade is done", pool, 2)
+	t.Logf("scale-up held while the tenant upgraded, made once it reported %s: %s", to, time.Since(held).Round(100*time.Millisecond))
+
+	// Kamaji rotates the tenant's admin kubeconfig.
+	rotated, err := tenant.RotateAdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCert := adminCertificate(t, rotated)
+	patchKCP(`{"metadata":{"annotations":{"e2e.nodegroup.io/wake":"kubeconfig rotated"}}}`) // the simulated Kamaji writes it at its next reconcile
+	start := time.Now()
+	eventually(t, short, "the satellite's kubeconfig carrying the rotated credentials", func(ctx context.Context) error {
+		secret := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sat + "-kubeconfig"}, secret); err != nil {
+			return err
+		}
+		if got := adminCertificate(t, secret.Data["value"]); !bytes.Equal(got, wantCert) {
+			return fmt.Errorf("%s-kubeconfig still has the old client certificate", sat)
+		}
+		return nil
+	})
+	t.Logf("Kamaji rotated the admin kubeconfig -> the satellite's kubeconfig followed: %s", time.Since(start).Round(100*time.Millisecond))
+	if err := update(t, pool, func(ng *v1.NodeGroup) { ng.Spec.MinReplicas = 3 }); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, "the pool at 3 after the rotation, its Nodes linked through the new kubeconfig", pool, 3)
+}
+
+// adminCertificate is the client certificate of a kubeconfig's current context.
+func adminCertificate(t *testing.T, kubeconfig []byte) []byte {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	if ctx == nil || cfg.AuthInfos[ctx.AuthInfo] == nil {
+		t.Fatalf("kubeconfig without a user for its current context %q", cfg.CurrentContext)
+	}
+	return cfg.AuthInfos[ctx.AuthInfo].ClientCertificateData
 }

@@ -36,5 +36,7 @@ func (e *Env) simulatedTenant(cluster client.ObjectKey) (simulator.Tenant, error
 // Simulated is the tenant as the simulator's Kamaji serves it: its admin kubeconfig and
 // its CA.
 func (t *Tenant) Simulated() simulator.Tenant {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return simulator.Tenant{Kubeconfig: t.Kubeconfig, CACert: t.CACert, CAKey: t.CAKey}
 }

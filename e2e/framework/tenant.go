@@ -87,6 +87,8 @@ type Tenant struct {
 
 	opts TenantOptions
 	dir  string
+	// ca signs admin certificates again when the admin kubeconfig rotates.
+	ca *authority
 
 	mu sync.Mutex
 	// apiserverArgs start kube-apiserver again on the same port, data and certificates.
@@ -272,13 +274,8 @@ func (t *Tenant) writePKI() error {
 	if err != nil {
 		return err
 	}
-	t.CACert, t.CAKey = ca.CertPEM, ca.KeyPEM
-	if t.Kubeconfig, err = clientcmd.Write(clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{t.Name: {Server: t.Server, CertificateAuthorityData: ca.CertPEM}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"admin": {ClientCertificateData: adminCert, ClientKeyData: adminKey}},
-		Contexts:       map[string]*clientcmdapi.Context{"admin@" + t.Name: {Cluster: t.Name, AuthInfo: "admin"}},
-		CurrentContext: "admin@" + t.Name,
-	}); err != nil {
+	t.ca, t.CACert, t.CAKey = ca, ca.CertPEM, ca.KeyPEM
+	if t.Kubeconfig, err = t.adminKubeconfig(adminCert, adminKey); err != nil {
 		return err
 	}
 	if t.Config, err = clientcmd.RESTConfigFromKubeConfig(t.Kubeconfig); err != nil {
@@ -291,6 +288,35 @@ func (t *Tenant) writePKI() error {
 		"sa.key": saPriv, "sa.pub": saPub,
 		"kubeconfig": t.Kubeconfig,
 	})
+}
+
+// adminKubeconfig is the tenant's admin kubeconfig for a client certificate.
+func (t *Tenant) adminKubeconfig(cert, key []byte) ([]byte, error) {
+	return clientcmd.Write(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{t.Name: {Server: t.Server, CertificateAuthorityData: t.ca.CertPEM}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"admin": {ClientCertificateData: cert, ClientKeyData: key}},
+		Contexts:       map[string]*clientcmdapi.Context{"admin@" + t.Name: {Cluster: t.Name, AuthInfo: "admin"}},
+		CurrentContext: "admin@" + t.Name,
+	})
+}
+
+// RotateAdminKubeconfig issues the admin a new client certificate, as Kamaji does when
+// it rotates a tenant's admin kubeconfig, and returns the new kubeconfig: the simulated
+// Kamaji writes it into <cluster>-kubeconfig at its next reconcile of the Cluster. The
+// old certificate stays valid (Kubernetes cannot revoke one), as it does with Kamaji.
+func (t *Tenant) RotateAdminKubeconfig() ([]byte, error) {
+	cert, key, err := t.ca.client("kubernetes-admin", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := t.adminKubeconfig(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.Kubeconfig = kubeconfig
+	return kubeconfig, nil
 }
 
 // serviceAccountKeys is the key pair the API server signs and checks service-account

@@ -34,6 +34,15 @@
 //     its providerID), it patches that providerID onto the tenant's Node named after the
 //     KubevirtMachine, through <cluster>-kubeconfig, and sets status.nodeupdated. Until
 //     then the Node has no providerID and Cluster API cannot link it to its Machine.
+//   - capmox (v0.9, ProxmoxCluster and ProxmoxMachine v1alpha2): a ProxmoxCluster is
+//     provisioned once its credentials Secret logs in to one of Options.ProxmoxSites
+//     (URL, token and secret equal); a ProxmoxMachine, once its Machine has bootstrap
+//     data and its cluster is provisioned, gets spec.providerID proxmox://<uuid> (the
+//     VM's SMBIOS UUID: the object's UID) and its provisioned status, and the site its VM
+//     was made at (AnnotationProxmoxSite). Its Talos Node registers with that system UUID
+//     and no providerID, as Talos on Proxmox does: linking it is the operator's job.
+//     There is no Proxmox API, VM template, IPAM (no InClusterIPPool, no address), owner
+//     reference or finalizer on the credentials Secret.
 //   - The worker's OS and kubelet: for each Machine whose infrastructure is ready, the
 //     bootstrap data is read as the OS would read it, the kubelet joins the tenant
 //     through a TLS bootstrap, and registers its Node with its own certificate, so that
@@ -133,7 +142,8 @@
 //   - Kamaji runs no TenantControlPlane: the tenant API server, its certificates and its
 //     admin kubeconfig are the framework's, started before any Cluster exists, with one
 //     replica whatever spec.replicas says; the KamajiControlPlane's status claims every
-//     replica ready, and its version follows spec.version at once (no upgrade happens).
+//     replica ready, and its version follows spec.version at once, unless the test
+//     keeps AnnotationUpgradeInProgress on it: an upgrade then lasts until it goes.
 //     Kamaji's addons (CoreDNS, kube-proxy, konnectivity) are not installed.
 //   - The simulator adds no finalizers, so it never blocks a deletion.
 package simulator

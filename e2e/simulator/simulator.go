@@ -40,6 +40,10 @@ const (
 	// AnnotationSimulatedNode, on an infrastructure machine, names the Node made for it:
 	// the Node is made once and never again for that machine.
 	AnnotationSimulatedNode = "e2e.nodegroup.io/simulated-node"
+	// AnnotationUpgradeInProgress on a KamajiControlPlane stands for the time a real
+	// upgrade takes: while it is set, status.version stays at the version the control
+	// plane reported before spec.version changed.
+	AnnotationUpgradeInProgress = "e2e.nodegroup.io/upgrade-in-progress"
 
 	// dataKey is the key of bootstrap data and kubeconfig Secrets (Cluster API contract).
 	dataKey = "value"

@@ -17,10 +17,14 @@ import (
 // purpose: Cluster API seeds it from the min-size annotation on create and clamps it into
 // [min, max] afterwards, and cluster-autoscaler owns it from then on.
 func machineDeployment(in *Input, meta metadata, bootstrap, infra clusterv1.ContractVersionedObjectReference) *clusterv1.MachineDeployment {
-	machineLabels := make(map[string]string, len(meta.selector)+len(in.Spec.Roles)+2)
+	machineLabels := make(map[string]string, len(meta.selector)+len(in.Spec.Roles)+4)
 	for k, v := range meta.selector {
 		machineLabels[k] = v
 	}
+	// The managed autoscaler discovers by the tenant label and checks it on the
+	// MachineSet and Machine of a Node too (before it will scale a node group down), so
+	// they carry it; Cluster API propagates template labels in place, without a rollout.
+	machineLabels[names.LabelTenantCluster] = names.LabelValue(in.Cluster.Name)
 	machineLabels[names.NodeLabelPool] = names.LabelValue(in.Name)
 	machineLabels[names.NodeLabelLocation] = names.LabelValue(in.LocationName)
 	for _, role := range in.Spec.Roles {
