@@ -152,7 +152,9 @@ func (r *Reconciler) proxmoxMachines(ctx context.Context, cluster *clusterv1.Clu
 }
 
 // link sets the providerID of each tenant Node that has none and whose system UUID is
-// that of exactly one of machines, and returns how many machines have their Node now.
+// that of exactly one of machines (and of no other such Node), and returns how many of
+// the machines Cluster API has not linked yet now have a Node carrying their
+// providerID: Reconcile keeps looking until all have.
 func (r *Reconciler) link(ctx context.Context, cluster *clusterv1.Cluster, conn *tenant.Conn, machines []machine) (int, error) {
 	byUUID := map[string][]machine{}
 	for _, m := range machines {
@@ -164,10 +166,13 @@ func (r *Reconciler) link(ctx context.Context, cluster *clusterv1.Cluster, conn 
 	if err != nil {
 		return 0, fmt.Errorf("listing the tenant cluster's Nodes: %w", err)
 	}
-	found := map[string]bool{} // providerIDs the tenant's Nodes carry
+	found := map[string]bool{}        // providerIDs the tenant's Nodes carry
+	unlinked := map[string][]string{} // system UUID -> the Nodes without a providerID that report it
 	for i := range nodes.Items {
 		if id := nodes.Items[i].Spec.ProviderID; id != "" {
 			found[id] = true
+		} else if uuid := strings.ToLower(nodes.Items[i].Status.NodeInfo.SystemUUID); uuid != "" {
+			unlinked[uuid] = append(unlinked[uuid], nodes.Items[i].Name)
 		}
 	}
 	for i := range nodes.Items {
@@ -184,6 +189,11 @@ func (r *Reconciler) link(ctx context.Context, cluster *clusterv1.Cluster, conn 
 		case len(matches) > 1:
 			r.reportOnce(cluster, node, EventNodeConflict,
 				"Node %s has no providerID and its system UUID %q is that of %d machines (%s, %s): left alone", node.Name, uuid, len(matches), matches[0].name, matches[1].name)
+		case len(unlinked[uuid]) > 1:
+			// Two Nodes claim one VM: at most one of them runs on it, and the UUID does
+			// not say which.
+			r.reportOnce(cluster, node, EventNodeConflict,
+				"Node %s has no providerID and its system UUID %q is also that of Node %s: left alone", node.Name, uuid, otherThan(unlinked[uuid], node.Name))
 		case found[matches[0].providerID]:
 			r.reportOnce(cluster, node, EventNodeConflict,
 				"Node %s has no providerID and its system UUID %q is that of machine %s, whose providerID another Node already carries: left alone", node.Name, uuid, matches[0].name)
@@ -192,17 +202,27 @@ func (r *Reconciler) link(ctx context.Context, cluster *clusterv1.Cluster, conn 
 				return 0, err
 			}
 			found[matches[0].providerID] = true
-			r.Recorder.Eventf(cluster, nil, corev1.EventTypeNormal, EventNodeLinked, EventNodeLinked,
+			r.Recorder.Eventf(cluster, tenantNode(node), corev1.EventTypeNormal, EventNodeLinked, EventNodeLinked,
 				"Node %s linked to machine %s: providerID %s", node.Name, matches[0].name, matches[0].providerID)
 		}
 	}
 	linked := 0
 	for _, m := range machines {
-		if m.linked || found[m.providerID] {
+		if !m.linked && found[m.providerID] {
 			linked++
 		}
 	}
 	return linked, nil
+}
+
+// otherThan is the first of nodes that is not name.
+func otherThan(nodes []string, name string) string {
+	for _, n := range nodes {
+		if n != name {
+			return n
+		}
+	}
+	return ""
 }
 
 // setProviderID sets a Node's providerID, only on the version of the Node that was
@@ -236,6 +256,14 @@ func (r *Reconciler) reportOnce(cluster *clusterv1.Cluster, node *corev1.Node, r
 	}
 	r.mu.Unlock()
 	if !seen {
-		r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, reason, reason, format, args...)
+		r.Recorder.Eventf(cluster, tenantNode(node), corev1.EventTypeWarning, reason, reason, format, args...)
 	}
+}
+
+// tenantNode is the related object of an event about a tenant Node: the Node is in the
+// tenant cluster, not where the event is, but the recorder folds events of one reason
+// about one object into a series that keeps the first note, so without it the second
+// Node's event would be counted as the first's.
+func tenantNode(node *corev1.Node) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
 }

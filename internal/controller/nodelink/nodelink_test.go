@@ -47,21 +47,7 @@ func tenantWithSatellite(t *testing.T, foreign bool) (string, string) {
 	if err := testenv.CreateTenant(ctx, env.Client, ns, testenv.TenantOptions{Kubeconfig: env.KubeConfig()}); err != nil {
 		t.Fatal(err)
 	}
-	tenant := &clusterv1.Cluster{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: testenv.TenantCluster}, tenant); err != nil {
-		t.Fatal(err)
-	}
-	sat := names.SatelliteName(testenv.TenantCluster, "pve-lab")
-	satellite := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sat, Labels: map[string]string{
-		names.LabelTenantCluster: testenv.TenantCluster, names.LabelManagedBy: names.ManagedByValue, names.LabelClusterName: sat,
-	}}, Spec: clusterv1.ClusterSpec{
-		ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.nodegroup.io", Kind: "SatelliteControlPlane", Name: sat},
-		InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "ProxmoxCluster", Name: sat},
-	}}
-	if !foreign {
-		satellite.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tenant, clusterv1.GroupVersion.WithKind("Cluster"))}
-	}
-	env.MustCreate(t, satellite)
+	sat := addSatellite(t, ns, "pve-lab", foreign)
 	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-lab", Labels: map[string]string{
 		names.LabelTenantCluster: testenv.TenantCluster, names.LabelManagedBy: names.ManagedByValue, names.LabelClusterName: sat,
 	}}, Spec: clusterv1.MachineDeploymentSpec{
@@ -74,6 +60,28 @@ func tenantWithSatellite(t *testing.T, foreign bool) (string, string) {
 	}}
 	env.MustCreate(t, md)
 	return ns, sat
+}
+
+// addSatellite makes the tenant Cluster of ns a satellite for location, with the
+// satellite labels, controlled by the tenant's Cluster unless foreign.
+func addSatellite(t *testing.T, ns, location string, foreign bool) string {
+	t.Helper()
+	tenant := &clusterv1.Cluster{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: testenv.TenantCluster}, tenant); err != nil {
+		t.Fatal(err)
+	}
+	sat := names.SatelliteName(testenv.TenantCluster, location)
+	satellite := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sat, Labels: map[string]string{
+		names.LabelTenantCluster: testenv.TenantCluster, names.LabelManagedBy: names.ManagedByValue, names.LabelClusterName: sat,
+	}}, Spec: clusterv1.ClusterSpec{
+		ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.nodegroup.io", Kind: "SatelliteControlPlane", Name: sat},
+		InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "ProxmoxCluster", Name: sat},
+	}}
+	if !foreign {
+		satellite.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tenant, clusterv1.GroupVersion.WithKind("Cluster"))}
+	}
+	env.MustCreate(t, satellite)
+	return sat
 }
 
 func machineSpec(cluster, providerID string) clusterv1.MachineSpec {
@@ -93,6 +101,20 @@ func provisionedMachine(t *testing.T, ns, sat, name, uuid string) {
 	}}, Spec: machineSpec(sat, nodelink.ProviderIDPrefix+uuid)}
 	env.MustCreate(t, m)
 	m.Status.Phase = string(clusterv1.MachinePhaseProvisioned)
+	if err := env.Client.Status().Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeRef records on a Machine the Node Cluster API linked it to.
+func nodeRef(t *testing.T, ns, machine, nodeName string) {
+	t.Helper()
+	m := &clusterv1.Machine{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: machine}, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: nodeName}
+	m.Status.Phase = string(clusterv1.MachinePhaseRunning)
 	if err := env.Client.Status().Update(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
@@ -135,39 +157,73 @@ func events(t *testing.T, ns string) string {
 // TestNodesLinkedByExactlyOneSystemUUID: a tenant Node without a providerID gets the
 // providerID of the one machine of the tenant whose VM has its system UUID (compared
 // without regard to case, as SMBIOS UUIDs are written either way); a Node whose UUID
-// is that of two machines, or of none, is left alone with an event, and so is a Node
-// that already has a providerID.
+// is that of two machines, or of none, is left alone with an event; so are two Nodes
+// that both claim one machine's UUID, and a Node whose machine's providerID another
+// Node already carries.
 func TestNodesLinkedByExactlyOneSystemUUID(t *testing.T) {
 	ns, sat := tenantWithSatellite(t, false)
 	p := fmt.Sprintf("%08d", seq.Add(1))
-	one, twice, none, taken := p+"-0000-4000-8000-000000000001", p+"-0000-4000-8000-000000000002", p+"-0000-4000-8000-000000000003", p+"-0000-4000-8000-000000000004"
+	one, twice, none, taken, claimed := p+"-0000-4000-8000-000000000001", p+"-0000-4000-8000-000000000002",
+		p+"-0000-4000-8000-000000000003", p+"-0000-4000-8000-000000000004", p+"-0000-4000-8000-000000000006"
 	node(t, ns+"-one", strings.ToUpper(one), "")
 	node(t, ns+"-twice", twice, "")
 	node(t, ns+"-none", none, "")
-	node(t, ns+"-taken", taken, "kubevirt://elsewhere")
+	node(t, ns+"-holder", "", nodelink.ProviderIDPrefix+taken) // a kubelet told its providerID
+	node(t, ns+"-taken", taken, "")
+	node(t, ns+"-claim-a", claimed, "")
+	node(t, ns+"-claim-b", claimed, "")
 	provisionedMachine(t, ns, sat, "lab-a", one)
 	provisionedMachine(t, ns, sat, "lab-b", twice)
 	provisionedMachine(t, ns, sat, "lab-c", twice)
 	provisionedMachine(t, ns, sat, "lab-d", taken)
+	provisionedMachine(t, ns, sat, "lab-e", claimed)
 
 	testenv.Eventually(t, "the Node with one machine's UUID linked", func() bool {
 		return providerID(t, ns+"-one") == nodelink.ProviderIDPrefix+one
 	})
+	var e string
+	defer func() {
+		if t.Failed() {
+			t.Logf("events:\n%s", e)
+		}
+	}()
 	testenv.Eventually(t, "events on the tenant Cluster", func() bool {
-		e := events(t, ns)
+		e = events(t, ns)
 		return strings.Contains(e, nodelink.EventNodeLinked+": Node "+ns+"-one linked to machine lab-a") &&
-			strings.Contains(e, nodelink.EventNodeConflict+": Node "+ns+"-twice has no providerID and its system UUID \""+twice+"\" is that of 2 machines")
+			strings.Contains(e, nodelink.EventNodeConflict+": Node "+ns+"-twice has no providerID and its system UUID \""+twice+"\" is that of 2 machines") &&
+			strings.Contains(e, nodelink.EventNodeConflict+": Node "+ns+"-taken has no providerID and its system UUID \""+taken+"\" is that of machine lab-d, whose providerID another Node already carries") &&
+			strings.Contains(e, nodelink.EventNodeConflict+": Node "+ns+"-claim-a has no providerID and its system UUID \""+claimed+"\" is also that of Node "+ns+"-claim-b") &&
+			strings.Contains(e, nodelink.EventNodeConflict+": Node "+ns+"-claim-b has no providerID and its system UUID \""+claimed+"\" is also that of Node "+ns+"-claim-a")
 	})
 	time.Sleep(2 * time.Second)
-	if got := providerID(t, ns+"-twice"); got != "" {
-		t.Errorf("a Node matching two machines got providerID %q", got)
+	for _, n := range []string{"-twice", "-none", "-taken", "-claim-a", "-claim-b"} {
+		if got := providerID(t, ns+n); got != "" {
+			t.Errorf("Node %s got providerID %q", ns+n, got)
+		}
 	}
-	if got := providerID(t, ns+"-none"); got != "" {
-		t.Errorf("a Node matching no machine got providerID %q", got)
-	}
-	if got := providerID(t, ns+"-taken"); got != "kubevirt://elsewhere" {
-		t.Errorf("a Node's own providerID was changed to %q", got)
-	}
+}
+
+// TestMachinesMadeLaterAreLinked: once a tenant has a linked machine, a machine made
+// later, whose Node registers only after the VM is up (after the machine is
+// Provisioned, as a real boot takes), is linked as well: the controller keeps
+// looking while any machine waits for its Node.
+func TestMachinesMadeLaterAreLinked(t *testing.T) {
+	ns, sat := tenantWithSatellite(t, false)
+	p := fmt.Sprintf("%08d", seq.Add(1))
+	first, later := p+"-0000-4000-8000-000000000007", p+"-0000-4000-8000-000000000008"
+	node(t, ns+"-first", first, "")
+	provisionedMachine(t, ns, sat, "lab-first", first)
+	testenv.Eventually(t, "the first Node linked", func() bool {
+		return providerID(t, ns+"-first") == nodelink.ProviderIDPrefix+first
+	})
+	nodeRef(t, ns, "lab-first", ns+"-first") // Cluster API links it
+
+	provisionedMachine(t, ns, sat, "lab-later", later)
+	time.Sleep(2 * time.Second) // the VM boots: the controller has looked and found no Node
+	node(t, ns+"-later", later, "")
+	testenv.Eventually(t, "the later Node linked", func() bool {
+		return providerID(t, ns+"-later") == nodelink.ProviderIDPrefix+later
+	})
 }
 
 // TestNeverLinksAnotherTenantsMachines: a Cluster that carries the satellite labels but
@@ -175,11 +231,49 @@ func TestNodesLinkedByExactlyOneSystemUUID(t *testing.T) {
 // not make its Machines the tenant's: a Node with their UUID is left alone.
 func TestNeverLinksAnotherTenantsMachines(t *testing.T) {
 	ns, sat := tenantWithSatellite(t, true)
-	uuid := fmt.Sprintf("%08d-0000-4000-8000-000000000005", seq.Add(1))
+	p := fmt.Sprintf("%08d", seq.Add(1))
+	uuid, own := p+"-0000-4000-8000-000000000005", p+"-0000-4000-8000-000000000009"
 	node(t, ns+"-foreign", uuid, "")
 	provisionedMachine(t, ns, sat, "lab-f", uuid)
-	time.Sleep(3 * time.Second)
+	// The tenant's own satellite beside it: its machine's Node is linked, so the
+	// controller did look at this tenant.
+	node(t, ns+"-own", own, "")
+	provisionedMachine(t, ns, addSatellite(t, ns, "pve-wan", false), "wan-own", own)
+	testenv.Eventually(t, "the Node of the tenant's own satellite linked", func() bool {
+		return providerID(t, ns+"-own") == nodelink.ProviderIDPrefix+own
+	})
+	time.Sleep(2 * time.Second)
 	if got := providerID(t, ns+"-foreign"); got != "" {
 		t.Errorf("a Node was linked to a machine of a Cluster the tenant's Cluster does not control: %q", got)
 	}
+}
+
+// TestPausedTenantLinkedOnceResumed: a paused tenant Cluster gets no write in its
+// cluster; once it resumes, the Node that waited is linked without another machine
+// event.
+func TestPausedTenantLinkedOnceResumed(t *testing.T) {
+	ns, sat := tenantWithSatellite(t, false)
+	ctx := context.Background()
+	tenant := &clusterv1.Cluster{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: testenv.TenantCluster}, tenant); err != nil {
+		t.Fatal(err)
+	}
+	tenant.Spec.Paused = new(true)
+	if err := env.Client.Update(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	uuid := fmt.Sprintf("%08d-0000-4000-8000-00000000000a", seq.Add(1))
+	node(t, ns+"-paused", uuid, "")
+	provisionedMachine(t, ns, sat, "lab-p", uuid)
+	time.Sleep(2 * time.Second)
+	if got := providerID(t, ns+"-paused"); got != "" {
+		t.Fatalf("a Node of a paused tenant got providerID %q", got)
+	}
+	tenant.Spec.Paused = new(false)
+	if err := env.Client.Update(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the Node linked once the tenant resumes", func() bool {
+		return providerID(t, ns+"-paused") == nodelink.ProviderIDPrefix+uuid
+	})
 }

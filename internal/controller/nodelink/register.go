@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
 
@@ -36,6 +37,8 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Name()).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.tenantOfMachine), builder.WithPredicates(provisioned())).
+		// A paused tenant is not looked at: look again when it resumes.
+		Watches(&clusterv1.Cluster{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(resumed())).
 		// A tenant API server that does not answer is asked again after a second, then
 		// less and less often, up to once a minute: never in a loop.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4,
@@ -53,6 +56,20 @@ func provisioned() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
 		UpdateFunc:  func(e event.UpdateEvent) bool { return is(e.ObjectNew) && !is(e.ObjectOld) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// resumed lets through a Cluster that stops being paused.
+func resumed() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*clusterv1.Cluster)
+			cur, okNew := e.ObjectNew.(*clusterv1.Cluster)
+			return okOld && okNew && paused.Cluster(old) && !paused.Cluster(cur)
+		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
