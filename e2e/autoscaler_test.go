@@ -47,12 +47,7 @@ func TestManagedAutoscaler(t *testing.T) {
 
 	nsA, nsB := "e2e-autoscale-a", "e2e-autoscale-b"
 	newTenant(t, nsA)
-	tenantB, err := env.NewTenant(ctx, "autoscale-b", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.UseTenant(nsB, tenantB)
-	newTenant(t, nsB)
+	tenantB := newOwnTenant(t, nsB, "autoscale-b")
 
 	batchTaint := v1.Taint{Key: "example.com/dedicated", Value: "batch", Effect: v1.TaintEffect(corev1.TaintEffectNoSchedule)}
 	batch := func(ns, name string, maxReplicas int32) *v1.NodeGroup {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/e2e/framework"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -66,6 +68,29 @@ func newTenant(t *testing.T, ns string) {
 		Labels: map[string]string{"tenant": "true"}, ProviderEndpoint: true,
 	}); err != nil {
 		t.Fatalf("creating tenant %s: %v", ns, err)
+	}
+}
+
+// newOwnTenant prepares namespace ns as newTenant does, its Cluster on a tenant cluster
+// of its own (a full one, named name) rather than the shared one.
+func newOwnTenant(t *testing.T, ns, name string) *framework.Tenant {
+	t.Helper()
+	tenant, err := env.NewTenant(context.Background(), name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.UseTenant(ns, tenant)
+	newTenant(t, ns)
+	return tenant
+}
+
+// scaleMachineDeployment sets a MachineDeployment's replicas as cluster-autoscaler's
+// provider does: through the scale subresource, as its own field manager.
+func scaleMachineDeployment(t *testing.T, md *clusterv1.MachineDeployment, replicas int32) {
+	t.Helper()
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: replicas}}
+	if err := env.Client.SubResource("scale").Update(context.Background(), md, client.WithSubResourceBody(scale), client.FieldOwner("cluster-autoscaler")); err != nil {
+		t.Fatalf("scaling %s to %d: %v", md.Name, replicas, err)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -228,12 +227,7 @@ func TestAutoscalerScalesAProxmoxPoolFromZero(t *testing.T) {
 	requireAutoscaler(t)
 	ctx := context.Background()
 	ns := "e2e-pve-scale"
-	tenant, err := env.NewTenant(ctx, "pve-scale", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.UseTenant(ns, tenant)
-	newTenant(t, ns)
+	tenant := newOwnTenant(t, ns, "pve-scale")
 	loc := proxmoxLocation(t, "e2e-pve-scale", framework.ProxmoxSites[0], ns)
 
 	taint := v1.Taint{Key: "example.com/dedicated", Value: "burst", Effect: v1.TaintEffect(corev1.TaintEffectNoSchedule)}
@@ -303,12 +297,7 @@ func TestSatelliteFollowsTheTenantControlPlane(t *testing.T) {
 	timed(t)
 	ctx := context.Background()
 	ns := "e2e-pve-cp"
-	tenant, err := env.NewTenant(ctx, "pve-cp", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.UseTenant(ns, tenant)
-	newTenant(t, ns)
+	tenant := newOwnTenant(t, ns, "pve-cp")
 	loc := proxmoxLocation(t, "e2e-pve-cp", framework.ProxmoxSites[0], ns)
 	pool := newPool(ns, "pinned", 1, 3)
 	pool.Spec.LocationName, pool.Spec.EphemeralStorage = loc.Name, resource.MustParse("20Gi")
@@ -348,11 +337,7 @@ func TestSatelliteFollowsTheTenantControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The autoscaler's way of asking for a machine more.
-	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 2}}
-	if err := env.Client.SubResource("scale").Update(ctx, md, client.WithSubResourceBody(scale), client.FieldOwner("cluster-autoscaler")); err != nil {
-		t.Fatalf("scaling %s to 2: %v", md.Name, err)
-	}
+	scaleMachineDeployment(t, md, 2) // the autoscaler's way of asking for a machine more
 	held := time.Now()
 	eventually(t, short, "the satellite's MachineSet holding its scale-up", func(ctx context.Context) error {
 		var sets clusterv1.MachineSetList

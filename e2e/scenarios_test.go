@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -138,10 +137,7 @@ func TestFixedAndAutoscaledSizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 3}}
-	if err := env.Client.SubResource("scale").Update(ctx, md, client.WithSubResourceBody(scale), client.FieldOwner("cluster-autoscaler")); err != nil {
-		t.Fatalf("scaling %s to 3: %v", md.Name, err)
-	}
+	scaleMachineDeployment(t, md, 3)
 	waitRunning(t, "autoscaled pool at 3", auto, 3)
 	// A spec change makes the operator apply the MachineDeployment again; the replicas
 	// the autoscaler set must stay.

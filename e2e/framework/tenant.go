@@ -76,7 +76,9 @@ type Tenant struct {
 	// the client-go kinds.
 	Config *rest.Config
 	Client client.Client
-	// Kubeconfig is the admin kubeconfig, also written at KubeconfigPath.
+	// Kubeconfig is the admin kubeconfig (RotateAdminKubeconfig replaces it; read it
+	// through Simulated). KubeconfigPath holds the first one, which the tenant's own
+	// processes keep using.
 	Kubeconfig     []byte
 	KubeconfigPath string
 	// CACert and CAKey are the tenant's Kubernetes CA (PEM): it signs the API server's

@@ -140,6 +140,12 @@ func providerID(t *testing.T, name string) string {
 	return n.Spec.ProviderID
 }
 
+// waitLinked waits until the Node carries the providerID of the VM with uuid.
+func waitLinked(t *testing.T, what, nodeName, uuid string) {
+	t.Helper()
+	testenv.Eventually(t, what, func() bool { return providerID(t, nodeName) == nodelink.ProviderIDPrefix+uuid })
+}
+
 // events are the reasons and notes of the events on the tenant Cluster of ns.
 func events(t *testing.T, ns string) string {
 	t.Helper()
@@ -178,9 +184,7 @@ func TestNodesLinkedByExactlyOneSystemUUID(t *testing.T) {
 	provisionedMachine(t, ns, sat, "lab-d", taken)
 	provisionedMachine(t, ns, sat, "lab-e", claimed)
 
-	testenv.Eventually(t, "the Node with one machine's UUID linked", func() bool {
-		return providerID(t, ns+"-one") == nodelink.ProviderIDPrefix+one
-	})
+	waitLinked(t, "the Node with one machine's UUID linked", ns+"-one", one)
 	var e string
 	defer func() {
 		if t.Failed() {
@@ -213,17 +217,13 @@ func TestMachinesMadeLaterAreLinked(t *testing.T) {
 	first, later := p+"-0000-4000-8000-000000000007", p+"-0000-4000-8000-000000000008"
 	node(t, ns+"-first", first, "")
 	provisionedMachine(t, ns, sat, "lab-first", first)
-	testenv.Eventually(t, "the first Node linked", func() bool {
-		return providerID(t, ns+"-first") == nodelink.ProviderIDPrefix+first
-	})
+	waitLinked(t, "the first Node linked", ns+"-first", first)
 	nodeRef(t, ns, "lab-first", ns+"-first") // Cluster API links it
 
 	provisionedMachine(t, ns, sat, "lab-later", later)
 	time.Sleep(2 * time.Second) // the VM boots: the controller has looked and found no Node
 	node(t, ns+"-later", later, "")
-	testenv.Eventually(t, "the later Node linked", func() bool {
-		return providerID(t, ns+"-later") == nodelink.ProviderIDPrefix+later
-	})
+	waitLinked(t, "the later Node linked", ns+"-later", later)
 }
 
 // TestNeverLinksAnotherTenantsMachines: a Cluster that carries the satellite labels but
@@ -239,9 +239,7 @@ func TestNeverLinksAnotherTenantsMachines(t *testing.T) {
 	// controller did look at this tenant.
 	node(t, ns+"-own", own, "")
 	provisionedMachine(t, ns, addSatellite(t, ns, "pve-wan", false), "wan-own", own)
-	testenv.Eventually(t, "the Node of the tenant's own satellite linked", func() bool {
-		return providerID(t, ns+"-own") == nodelink.ProviderIDPrefix+own
-	})
+	waitLinked(t, "the Node of the tenant's own satellite linked", ns+"-own", own)
 	time.Sleep(2 * time.Second)
 	if got := providerID(t, ns+"-foreign"); got != "" {
 		t.Errorf("a Node was linked to a machine of a Cluster the tenant's Cluster does not control: %q", got)
@@ -273,7 +271,5 @@ func TestPausedTenantLinkedOnceResumed(t *testing.T) {
 	if err := env.Client.Update(ctx, tenant); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "the Node linked once the tenant resumes", func() bool {
-		return providerID(t, ns+"-paused") == nodelink.ProviderIDPrefix+uuid
-	})
+	waitLinked(t, "the Node linked once the tenant resumes", ns+"-paused", uuid)
 }
