@@ -213,6 +213,9 @@ webhook:
   enabled: false
 tenantCatalog:
   enabled: false
+kairosBootstrap:
+  serviceAccount:
+    name: ""
 podDisruptionBudget:
   enabled: false
 metrics:

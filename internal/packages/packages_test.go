@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -28,6 +29,11 @@ type provider struct {
 	// kinds the operator neither renders nor reads (capmox's IPAM provider).
 	RequiredBy string `json:"requiredBy,omitempty"`
 	Reason     string `json:"reason"`
+	// Args are flags its manager must run with for the objects the operator makes, and
+	// ServiceAccount (namespace/name) that manager's identity, which the chart grants
+	// what those flags need (internal/chart checks the grant).
+	Args           []string `json:"args,omitempty"`
+	ServiceAccount string   `json:"serviceAccount,omitempty"`
 }
 
 // pins reads packages/capi-providers/providers.yaml.
@@ -80,6 +86,14 @@ func TestProviderPinsServeWhatTheRendererEmits(t *testing.T) {
 	for _, p := range providers {
 		if p.Version == "" || p.Reason == "" || p.Contract == "" {
 			t.Errorf("provider %s: version %q, contract %q, reason %q: all are required", p.Name, p.Version, p.Contract, p.Reason)
+		}
+		for _, arg := range p.Args {
+			if name, value, ok := strings.Cut(arg, "="); !ok || !strings.HasPrefix(name, "--") || value == "" {
+				t.Errorf("provider %s: arg %q is not --flag=value", p.Name, arg)
+			}
+		}
+		if ns, name, ok := strings.Cut(p.ServiceAccount, "/"); len(p.Args) > 0 && (!ok || ns == "" || name == "") {
+			t.Errorf("provider %s has args but its serviceAccount %q is not namespace/name", p.Name, p.ServiceAccount)
 		}
 		// A provider none of whose kinds the operator uses is pinned only for another
 		// pinned provider that the operator does use.
