@@ -20,6 +20,9 @@ const (
 	ReasonImageNotAvailable    = "ImageNotAvailable"
 	ReasonInstanceTypeNotFound = "InstanceTypeNotFound"
 	ReasonNetworkNotSupported  = "ServiceNetworkNotSupported"
+	// ReasonLocationInUse: the satellite location serves another tenant cluster
+	// (policy.LocationTaken).
+	ReasonLocationInUse = "LocationInUse"
 )
 
 // Error is a resolve failure, reported as a False condition of the given type.

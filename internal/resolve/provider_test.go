@@ -3,10 +3,13 @@ package resolve_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
@@ -74,5 +77,62 @@ func TestLocationProviders(t *testing.T) {
 	var rerr *resolve.Error
 	if !errors.As(err, &rerr) || rerr.Condition != v1.ConditionLocationResolved || rerr.Reason != resolve.ReasonProviderNotSupported {
 		t.Fatalf("a pool on an HCloud location: %v, want LocationResolved=False %s", err, resolve.ReasonProviderNotSupported)
+	}
+}
+
+// satelliteOf is the satellite Cluster of tenant Cluster namespace/cluster on location,
+// as the operator makes it: labelled with the location, controlled by the tenant Cluster.
+func satelliteOf(namespace, cluster, location string) *clusterv1.Cluster {
+	sat := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: names.SatelliteName(cluster, location),
+		Labels: map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelLocation: names.LabelValue(location),
+			names.LabelTenantCluster: names.LabelValue(cluster)}}}
+	tenant := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster, UID: "tenant-uid"}}
+	sat.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tenant, clusterv1.GroupVersion.WithKind("Cluster"))}
+	return sat
+}
+
+// TestProxmoxLocationServesOneTenantCluster: a pool on a Proxmox location another tenant
+// cluster's satellite is on fails LocationResolved (waiting), without naming the other
+// tenant, when the location admits its namespace; once its own cluster has its
+// satellite there, it resolves.
+func TestProxmoxLocationServesOneTenantCluster(t *testing.T) {
+	pool := rulecases.Pool("workers", func(s *v1.NodeGroupSpec) {
+		s.ClusterName, s.NodeGroupClassName, s.LocationName = testenv.TenantCluster, v1.BuiltinTalosClass, "pve-lab"
+		s.EphemeralStorage = resource.MustParse("20Gi")
+	})
+	pool.Namespace = "tenant-a"
+	other := satelliteOf("tenant-b", "cluster-b", "pve-lab")
+
+	open := rulecases.ProxmoxLocation("pve-lab", nil)
+	open.Spec.AllowedNamespaces = &metav1.LabelSelector{} // every namespace
+
+	// Another tenant's satellite on another location takes nothing here.
+	r := tenantResolver(t, open, satelliteOf("tenant-b", "cluster-b", "pve-wan"))
+	if _, err := r.Resolve(context.Background(), pool); err != nil {
+		t.Fatalf("beside a satellite on another location: %v", err)
+	}
+
+	r = tenantResolver(t, open, other)
+	_, err := r.Resolve(context.Background(), pool)
+	var rerr *resolve.Error
+	if !errors.As(err, &rerr) || rerr.Condition != v1.ConditionLocationResolved || rerr.Reason != resolve.ReasonLocationInUse || !rerr.Wait {
+		t.Fatalf("a pool on a location another tenant cluster's satellite is on: %v, want LocationResolved=False %s, waiting", err, resolve.ReasonLocationInUse)
+	}
+	if strings.Contains(rerr.Message, "tenant-b") || strings.Contains(rerr.Message, "cluster-b") {
+		t.Errorf("the message names the other tenant: %q", rerr.Message)
+	}
+
+	// A location that does not admit the namespace says nothing of who is on it: the
+	// policy refuses the pool for that, after resolve.
+	closed := rulecases.ProxmoxLocation("pve-lab", nil)
+	closed.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+	r = tenantResolver(t, closed, other)
+	if _, err := r.Resolve(context.Background(), pool); err != nil {
+		t.Fatalf("a pool on a location that does not admit its namespace: %v, want resolved (and refused by the policy)", err)
+	}
+
+	r = tenantResolver(t, open, other, satelliteOf("tenant-a", testenv.TenantCluster, "pve-lab"))
+	if _, err := r.Resolve(context.Background(), pool); err != nil {
+		t.Fatalf("a pool whose own cluster has its satellite there: %v", err)
 	}
 }

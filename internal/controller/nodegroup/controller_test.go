@@ -188,6 +188,19 @@ func TestErrorConditions(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), talosSecret(t, nsNoSecret)); err != nil {
 		t.Fatal(err)
 	}
+	// A Proxmox location another tenant cluster's satellite is on, as the satellite
+	// controller makes it.
+	taken := rulecases.ProxmoxLocation("pve-taken", nil)
+	taken.Spec.AllowedNamespaces = &metav1.LabelSelector{}
+	env.MustCreate(t, taken)
+	nsOther := tenant(t)
+	other := &clusterv1.Cluster{}
+	mustGet(t, nsOther, testenv.TenantCluster, other)
+	sat := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: nsOther, Name: names.SatelliteName(other.Name, taken.Name),
+		Labels:          map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelLocation: names.LabelValue(taken.Name)},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(other, clusterv1.GroupVersion.WithKind("Cluster"))}},
+		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "k8s.lab.example.com", Port: 443}}}
+	env.MustCreate(t, sat)
 	cases := []struct {
 		name, ns   string
 		mutate     func(*v1.NodeGroupSpec)
@@ -205,6 +218,9 @@ func TestErrorConditions(t *testing.T) {
 		{"kairos on a proxmox location", ns, func(s *v1.NodeGroupSpec) {
 			s.NodeGroupClassName, s.LocationName, s.EphemeralStorage = "kairos", "pve-errors", resource.MustParse("20Gi")
 		}, v1.ConditionRendered, nodegroup.ReasonRenderFailed, "Proxmox locations run Talos pools only"},
+		{"proxmox location of another tenant cluster", ns, func(s *v1.NodeGroupSpec) {
+			s.LocationName, s.EphemeralStorage = "pve-taken", resource.MustParse("20Gi")
+		}, v1.ConditionLocationResolved, resolve.ReasonLocationInUse, `Location "pve-taken" already serves another tenant cluster`},
 		{"no disk for the minor", ns, func(s *v1.NodeGroupSpec) { s.NodeGroupClassName = "kairos" }, v1.ConditionRendered, resolve.ReasonImageNotAvailable, "no Kairos worker disk is published for Kubernetes v1.35"},
 	}
 	for i, tc := range cases {

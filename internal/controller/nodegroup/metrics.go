@@ -58,6 +58,7 @@ var causes = map[string]string{
 	// classes and their pull secrets, the join identity, or the operator's own writes.
 	resolve.ReasonControlPlanePending: metrics.CausePlatform,
 	resolve.ReasonNetworkNotSupported: metrics.CausePlatform,
+	resolve.ReasonLocationInUse:       metrics.CausePlatform, // it admitted two tenant clusters to a Proxmox location
 	resolve.ReasonTalosSecretsMissing: metrics.CausePlatform,
 	resolve.ReasonImageNotAvailable:   metrics.CausePlatform,
 	resolve.ReasonVersionNotSupported: metrics.CausePlatform, // unless the pool asks for the release (Cause)

@@ -54,6 +54,10 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 )
 
+// errLocationTaken is why a tenant gets no satellite on a location another tenant
+// cluster's satellite is on. It names no other tenant: the event is on this one's Cluster.
+var errLocationTaken = errors.New("the location already serves another tenant cluster, whose machines take their addresses from the same range: give this cluster a Proxmox location of its own (the pools say so too)")
+
 // Event reasons, on the tenant Cluster.
 const (
 	ReasonSatelliteCreated = "SatelliteCreated"
@@ -237,6 +241,17 @@ func (r *Reconciler) existing(ctx context.Context, c *clusterv1.Cluster) ([]*clu
 func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, loc string, spec *v1.LocationSpec, kcp *unstructured.Unstructured, cur *clusterv1.Cluster) error {
 	if cur != nil && !cur.DeletionTimestamp.IsZero() {
 		return nil
+	}
+	if cur == nil {
+		// Read live: this controller reconciles one tenant at a time, so two tenants'
+		// satellites are never both made on one location (policy.LocationTaken).
+		taken, err := policy.LocationTaken(ctx, r.APIReader, loc, c.Namespace, c.Name)
+		if err != nil {
+			return err
+		}
+		if taken {
+			return r.waiting(ctx, c, loc, errLocationTaken)
+		}
 	}
 	in := &render.SatelliteInput{
 		Namespace: c.Namespace, LocationName: loc, Location: *spec, ControlPlaneVersion: desiredVersion(kcp),

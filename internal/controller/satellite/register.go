@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -73,6 +74,10 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfSecret)).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.clustersInNamespace),
 			builder.WithPredicates(labelsChanged())).
+		// One tenant at a time, on purpose: keep reads the other tenants' satellites on
+		// a location live before it makes one, and two reconciles at once could both
+		// find the location free (policy.LocationTaken).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }
 
@@ -99,9 +104,22 @@ func labelsChanged() predicate.Funcs {
 
 // tenantOfCluster maps a satellite Cluster to the tenant Cluster that controls it, and
 // any other Cluster to itself.
-func (r *Reconciler) tenantOfCluster(_ context.Context, obj client.Object) []reconcile.Request {
+// A satellite also maps to the tenant Clusters with pools on its location, so one that
+// waits for the location to be free (policy.LocationTaken) gets its satellite once the
+// other's is gone.
+func (r *Reconciler) tenantOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
 	if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Cluster" && obj.GetLabels()[names.LabelManagedBy] == names.ManagedByValue {
-		return request(obj.GetNamespace(), ref.Name)
+		out := request(obj.GetNamespace(), ref.Name)
+		locations := &v1.LocationList{}
+		if err := r.Client.List(ctx, locations); err != nil {
+			return out
+		}
+		for i := range locations.Items {
+			if names.SatelliteName(ref.Name, locations.Items[i].Name) == obj.GetName() {
+				out = append(out, r.clustersOnLocation(ctx, &locations.Items[i])...)
+			}
+		}
+		return out
 	}
 	return request(obj.GetNamespace(), obj.GetName())
 }

@@ -33,7 +33,9 @@ const (
 )
 
 // locations are two Proxmox locations with their own credentials, admitting only
-// namespaces labelled admittedLabel, created once.
+// namespaces labelled admittedLabel, created once: TestSatellitePerLocation's. A
+// location serves one tenant cluster (policy.LocationTaken), so the other tests make
+// their own with newLocation.
 var locations = map[string]string{} // location -> its credentials Secret's token
 
 func setupLocations(t *testing.T) {
@@ -41,24 +43,34 @@ func setupLocations(t *testing.T) {
 	if len(locations) > 0 {
 		return
 	}
-	env.MustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: platformNS}})
 	for i, name := range []string{"pve-lab", "pve-rented"} {
-		token := fmt.Sprintf("token-of-%s", name)
-		env.MustCreate(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: platformNS, Name: name + "-credentials"},
-			Data: map[string][]byte{"url": []byte(fmt.Sprintf("https://%s.example.com:8006", name)), "token": []byte("root@pam!capmox"), "secret": []byte(token)}})
-		env.MustCreate(t, &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.LocationSpec{
-			AllowedNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{admittedLabel: "true"}},
-			Provider: v1.LocationProvider{Type: v1.ProviderProxmox, Proxmox: &v1.ProxmoxProvider{
-				CredentialsRef:  v1.SecretReference{Namespace: platformNS, Name: name + "-credentials"},
-				TenantAPIServer: &v1.ProxmoxTenantAPIServer{Domain: name + ".example.com", Port: 443},
-				IPv4:            &v1.ProxmoxIPPool{Addresses: []string{fmt.Sprintf("10.%d.0.10-10.%d.0.99", 20+i, 20+i)}, Prefix: 24, Gateway: fmt.Sprintf("10.%d.0.1", 20+i)},
-				DNSServers:      []string{"10.20.0.2"},
-				Network:         v1.ProxmoxNetwork{Bridge: "vmbr0"},
-				Template:        v1.ProxmoxTemplate{Tags: []string{"talos"}},
-			}},
-		}})
-		locations[name] = token
+		locations[name] = newLocation(t, name, 20+i)
 	}
+}
+
+// newLocation creates a Proxmox location admitting namespaces labelled admittedLabel,
+// with its own credentials Secret and the addresses 10.<octet>.0.10-99, and returns its
+// token.
+func newLocation(t *testing.T, name string, octet int) string {
+	t.Helper()
+	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: platformNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	token := fmt.Sprintf("token-of-%s", name)
+	env.MustCreate(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: platformNS, Name: name + "-credentials"},
+		Data: map[string][]byte{"url": []byte(fmt.Sprintf("https://%s.example.com:8006", name)), "token": []byte("root@pam!capmox"), "secret": []byte(token)}})
+	env.MustCreate(t, &v1.Location{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.LocationSpec{
+		AllowedNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{admittedLabel: "true"}},
+		Provider: v1.LocationProvider{Type: v1.ProviderProxmox, Proxmox: &v1.ProxmoxProvider{
+			CredentialsRef:  v1.SecretReference{Namespace: platformNS, Name: name + "-credentials"},
+			TenantAPIServer: &v1.ProxmoxTenantAPIServer{Domain: name + ".example.com", Port: 443},
+			IPv4:            &v1.ProxmoxIPPool{Addresses: []string{fmt.Sprintf("10.%d.0.10-10.%d.0.99", octet, octet)}, Prefix: 24, Gateway: fmt.Sprintf("10.%d.0.1", octet)},
+			DNSServers:      []string{"10.20.0.2"},
+			Network:         v1.ProxmoxNetwork{Bridge: "vmbr0"},
+			Template:        v1.ProxmoxTemplate{Tags: []string{"talos"}},
+		}},
+	}})
+	return token
 }
 
 var tenantSeq int
@@ -303,14 +315,15 @@ func TestSatellitePerLocation(t *testing.T) {
 // admit gets no satellite and never a copy of their credentials.
 func TestNoSatelliteWhereNotAdmitted(t *testing.T) {
 	ns := tenant(t, false)
-	pool(t, ns, "sneaky", "pve-lab")
+	newLocation(t, "pve-admits", 22)
+	pool(t, ns, "sneaky", "pve-admits")
 	admitted := tenant(t, true)
-	pool(t, admitted, "fine", "pve-lab")
+	pool(t, admitted, "fine", "pve-admits")
 	testenv.Eventually(t, "the admitted tenant's satellite", func() bool {
-		return get(t, &clusterv1.Cluster{}, admitted, names.SatelliteName(cluster, "pve-lab"))
+		return get(t, &clusterv1.Cluster{}, admitted, names.SatelliteName(cluster, "pve-admits"))
 	})
 	testenv.WaitQuiet(t, "the controller's writes", writes.Load)
-	if get(t, &clusterv1.Cluster{}, ns, names.SatelliteName(cluster, "pve-lab")) {
+	if get(t, &clusterv1.Cluster{}, ns, names.SatelliteName(cluster, "pve-admits")) {
 		t.Error("a namespace the location does not admit got a satellite")
 	}
 	secrets := &corev1.SecretList{}
@@ -330,16 +343,17 @@ func TestNoSatelliteWhereNotAdmitted(t *testing.T) {
 // did not make is left as it is.
 func TestForeignSecretNotOverwritten(t *testing.T) {
 	ns := tenant(t, true)
-	name := names.SatelliteName(cluster, "pve-lab") + "-kubeconfig"
+	newLocation(t, "pve-foreign", 23)
+	name := names.SatelliteName(cluster, "pve-foreign") + "-kubeconfig"
 	env.MustCreate(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"value": []byte("mine")}})
-	pool(t, ns, "lab", "pve-lab")
+	pool(t, ns, "lab", "pve-foreign")
 	testenv.Eventually(t, "the satellite", func() bool {
-		return get(t, &clusterv1.Cluster{}, ns, names.SatelliteName(cluster, "pve-lab"))
+		return get(t, &clusterv1.Cluster{}, ns, names.SatelliteName(cluster, "pve-foreign"))
 	})
 	// The rest of the satellite is made, and the refusal is reported.
 	scp := &cpv1.SatelliteControlPlane{}
 	testenv.Eventually(t, "the satellite's control plane mirrored", func() bool {
-		return get(t, scp, ns, names.SatelliteName(cluster, "pve-lab")) && scp.Status.Version == "v1.35.4"
+		return get(t, scp, ns, names.SatelliteName(cluster, "pve-foreign")) && scp.Status.Version == "v1.35.4"
 	})
 	testenv.Eventually(t, "a SatelliteFailed event naming the Secret", func() bool {
 		list := &eventsv1.EventList{}
@@ -362,3 +376,53 @@ func TestForeignSecretNotOverwritten(t *testing.T) {
 
 // reconciles is how many reconciles the controller finished.
 func reconciles() float64 { return testenv.Reconciles((&satellite.Reconciler{}).Name()) }
+
+// TestLocationServesOneTenantCluster: capmox gives every satellite on a location the
+// location's whole address range, so a second tenant cluster gets no satellite there
+// (nor a copy of its credentials) while the first's is there, and is told so without a
+// word of the other tenant; it gets one once the first has left the location.
+func TestLocationServesOneTenantCluster(t *testing.T) {
+	newLocation(t, "pve-shared", 24)
+	first := tenant(t, true)
+	firstPool := pool(t, first, "a", "pve-shared")
+	testenv.Eventually(t, "the first tenant's satellite", func() bool {
+		return get(t, &clusterv1.Cluster{}, first, names.SatelliteName(cluster, "pve-shared"))
+	})
+	second := tenant(t, true)
+	pool(t, second, "b", "pve-shared")
+	var note string
+	testenv.Eventually(t, "a SatelliteWaiting event on the second tenant's Cluster", func() bool {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(t.Context(), list, client.InNamespace(second)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Reason == satellite.ReasonSatelliteWaiting && strings.Contains(e.Note, "already serves another tenant cluster") {
+				note = e.Note
+				return true
+			}
+		}
+		return false
+	})
+	if strings.Contains(note, first) {
+		t.Errorf("the event tells the second tenant of the first: %q", note)
+	}
+	testenv.WaitQuiet(t, "the controller's writes", writes.Load)
+	if get(t, &clusterv1.Cluster{}, second, names.SatelliteName(cluster, "pve-shared")) ||
+		get(t, &corev1.Secret{}, second, names.SatelliteCredentialsName(cluster, "pve-shared")) {
+		t.Fatal("the second tenant cluster got a satellite, or the credentials, on a location the first one's satellite is on")
+	}
+	// A second pool of the first tenant there is fine.
+	pool(t, first, "a-2", "pve-shared")
+
+	// The first tenant leaves: its satellite goes, and the second's is made.
+	for _, name := range []string{firstPool.Name, "a-2"} {
+		if err := env.Client.Delete(t.Context(), &v1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Namespace: first, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, "the first satellite gone and the second made", func() bool {
+		return !get(t, &clusterv1.Cluster{}, first, names.SatelliteName(cluster, "pve-shared")) &&
+			get(t, &clusterv1.Cluster{}, second, names.SatelliteName(cluster, "pve-shared"))
+	})
+}
