@@ -127,6 +127,10 @@ tenantCatalog:
     - kind: ServiceAccount
       name: pool-bot
       namespace: ci
+kairosBootstrap:
+  serviceAccount:
+    name: capi-kairos-bootstrap-manager
+    namespace: capi-kairos-bootstrap-system
 `
 
 // externalIssuerValues: cert-manager with the platform's ClusterIssuer, one replica (no
@@ -213,9 +217,6 @@ webhook:
   enabled: false
 tenantCatalog:
   enabled: false
-kairosBootstrap:
-  serviceAccount:
-    name: ""
 podDisruptionBudget:
   enabled: false
 metrics:

@@ -29,9 +29,10 @@ const kairosExtraKindsFlag = "--kubeadm-extra-controlplane-kinds"
 // TestKairosBootstrapProviderReadsSatellitesOnly: the Kairos provider pinned in
 // packages/capi-providers/providers.yaml runs with the flag that makes it trust the
 // operator's satellite control-plane kind (by group and kind, as the provider parses
-// it), the chart's default binds exactly that pin's ServiceAccount, and that
-// ServiceAccount, acting through the API server, may read SatelliteControlPlanes and
-// nothing more of what the operator or Cluster API keeps.
+// it); the chart's defaults bind nothing, and kairosBootstrap.serviceAccount set to
+// that pin's ServiceAccount binds it alone, which, acting through the API server, may
+// then read SatelliteControlPlanes and nothing more of what the operator or Cluster
+// API keeps.
 func TestKairosBootstrapProviderReadsSatellitesOnly(t *testing.T) {
 	kairos := kairosPin(t)
 	var kinds []schema.GroupKind
@@ -48,7 +49,14 @@ func TestKairosBootstrapProviderReadsSatellitesOnly(t *testing.T) {
 		t.Fatalf("the pinned Kairos provider's args %q do not add %s to %s", kairos.Args, satellite, kairosExtraKindsFlag)
 	}
 
-	objs := objects(t, render(t, nil))
+	for _, u := range objects(t, render(t, nil)) {
+		if strings.HasSuffix(u.GetName(), "-kairos-satellites") {
+			t.Errorf("the default values render %s %s: nothing of the Kairos provider's is bound unless asked", u.GetKind(), u.GetName())
+		}
+	}
+	ns, name, _ := strings.Cut(kairos.ServiceAccount, "/")
+	objs := objects(t, render(t, map[string]any{"kairosBootstrap": map[string]any{
+		"serviceAccount": map[string]any{"name": name, "namespace": ns}}}))
 	binding := find(t, objs, "ClusterRoleBinding", "nodegroup-operator-kairos-satellites")
 	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
 	if len(subjects) != 1 {
@@ -56,11 +64,10 @@ func TestKairosBootstrapProviderReadsSatellitesOnly(t *testing.T) {
 	}
 	subject := subjects[0].(map[string]any)
 	if got := subject["namespace"].(string) + "/" + subject["name"].(string); got != kairos.ServiceAccount {
-		t.Fatalf("the chart binds %s by default, the pinned provider runs as %s", got, kairos.ServiceAccount)
+		t.Fatalf("the chart binds %s, the value names %s", got, kairos.ServiceAccount)
 	}
 	createRendered(t, objs, "ClusterRole/nodegroup-operator-kairos-satellites", "ClusterRoleBinding/nodegroup-operator-kairos-satellites")
 
-	ns, name, _ := strings.Cut(kairos.ServiceAccount, "/")
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
 	provider, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})

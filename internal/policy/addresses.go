@@ -28,17 +28,19 @@ func LocationTaken(ctx context.Context, r client.Reader, location, namespace, cl
 	}); err != nil {
 		return false, err
 	}
+	own := names.SatelliteName(cluster, location)
 	taken := false
 	for i := range list.Items {
 		sat := &list.Items[i]
-		owner := metav1.GetControllerOf(sat)
-		// The label may be a shortened location name; the satellite's own name, made of
-		// its tenant Cluster's and the location's, says which location it is on.
-		if owner == nil || owner.Kind != "Cluster" || sat.Name != names.SatelliteName(owner.Name, location) {
-			continue
-		}
-		if sat.Namespace == namespace && owner.Name == cluster {
+		if sat.Namespace == namespace && sat.Name == own {
 			return false, nil
+		}
+		// The label may be a shortened location name: a satellite whose tenant Cluster
+		// is known, and whose name (made of that Cluster's and the location's) is not
+		// this location's, is on another one. One without an owner (orphaned, say)
+		// still holds its addresses, so it counts.
+		if owner := metav1.GetControllerOf(sat); owner != nil && owner.Kind == "Cluster" && sat.Name != names.SatelliteName(owner.Name, location) {
+			continue
 		}
 		taken = true
 	}

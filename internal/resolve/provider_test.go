@@ -122,6 +122,15 @@ func TestProxmoxLocationServesOneTenantCluster(t *testing.T) {
 		t.Errorf("the message names the other tenant: %q", rerr.Message)
 	}
 
+	// A satellite that lost its owner (an orphaning delete of its tenant Cluster) still
+	// holds the addresses of its machines.
+	orphan := satelliteOf("tenant-b", "cluster-b", "pve-lab")
+	orphan.OwnerReferences = nil
+	r = tenantResolver(t, open, orphan)
+	if _, err := r.Resolve(context.Background(), pool); !errors.As(err, &rerr) || rerr.Reason != resolve.ReasonLocationInUse {
+		t.Fatalf("beside an orphaned satellite of another tenant: %v, want %s", err, resolve.ReasonLocationInUse)
+	}
+
 	// A location that does not admit the namespace says nothing of who is on it: the
 	// policy refuses the pool for that, after resolve.
 	closed := rulecases.ProxmoxLocation("pve-lab", nil)

@@ -66,6 +66,8 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		// API's status updates change nothing read here.
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantOfCluster),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, paused.AnnotationToggled()))).
+		// A satellite's deletion, once more: the tenants waiting for its location.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.waitingOnLocation), builder.WithPredicates(deleted())).
 		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClusterOfPool), builder.WithPredicates(poolAddedOrRemoved())).
 		// Its status too: the satellites mirror it.
 		Watches(kcp, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClustersOf(r.Client))).
@@ -79,6 +81,15 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		// find the location free (policy.LocationTaken).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
+}
+
+// deleted lets through deletions only.
+func deleted() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // poolAddedOrRemoved: a pool's cluster never changes; its location may (a tenant moves
@@ -104,24 +115,37 @@ func labelsChanged() predicate.Funcs {
 
 // tenantOfCluster maps a satellite Cluster to the tenant Cluster that controls it, and
 // any other Cluster to itself.
-// A satellite also maps to the tenant Clusters with pools on its location, so one that
-// waits for the location to be free (policy.LocationTaken) gets its satellite once the
-// other's is gone.
-func (r *Reconciler) tenantOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) tenantOfCluster(_ context.Context, obj client.Object) []reconcile.Request {
 	if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Cluster" && obj.GetLabels()[names.LabelManagedBy] == names.ManagedByValue {
-		out := request(obj.GetNamespace(), ref.Name)
-		locations := &v1.LocationList{}
-		if err := r.Client.List(ctx, locations); err != nil {
-			return out
-		}
-		for i := range locations.Items {
-			if names.SatelliteName(ref.Name, locations.Items[i].Name) == obj.GetName() {
-				out = append(out, r.clustersOnLocation(ctx, &locations.Items[i])...)
-			}
-		}
-		return out
+		return request(obj.GetNamespace(), ref.Name)
 	}
 	return request(obj.GetNamespace(), obj.GetName())
+}
+
+// waitingOnLocation maps a satellite Cluster that is gone to the tenant Clusters with
+// pools on its location, so one that waits for the location to be free
+// (policy.LocationTaken) gets its satellite then.
+func (r *Reconciler) waitingOnLocation(ctx context.Context, obj client.Object) []reconcile.Request {
+	location := obj.GetLabels()[names.LabelLocation]
+	if obj.GetLabels()[names.LabelManagedBy] != names.ManagedByValue || location == "" {
+		return nil
+	}
+	return r.clustersOnLocations(ctx, func(loc *v1.Location) bool { return names.LabelValue(loc.Name) == location })
+}
+
+// clustersOnLocations maps the Locations that match to the Clusters with pools on them.
+func (r *Reconciler) clustersOnLocations(ctx context.Context, match func(*v1.Location) bool) []reconcile.Request {
+	locations := &v1.LocationList{}
+	if err := r.Client.List(ctx, locations); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range locations.Items {
+		if match(&locations.Items[i]) {
+			out = append(out, r.clustersOnLocation(ctx, &locations.Items[i])...)
+		}
+	}
+	return out
 }
 
 // tenantOfControlPlane maps a SatelliteControlPlane to its tenant Cluster.
@@ -189,18 +213,10 @@ func (r *Reconciler) clustersOfSecret(ctx context.Context, obj client.Object) []
 		}
 		return nil
 	}
-	locations := &v1.LocationList{}
-	if err := r.Client.List(ctx, locations); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range locations.Items {
-		pve := locations.Items[i].Spec.Provider.Proxmox
-		if pve != nil && pve.CredentialsRef.Namespace == obj.GetNamespace() && pve.CredentialsRef.Name == obj.GetName() {
-			out = append(out, r.clustersOnLocation(ctx, &locations.Items[i])...)
-		}
-	}
-	return out
+	return r.clustersOnLocations(ctx, func(loc *v1.Location) bool {
+		pve := loc.Spec.Provider.Proxmox
+		return pve != nil && pve.CredentialsRef.Namespace == obj.GetNamespace() && pve.CredentialsRef.Name == obj.GetName()
+	})
 }
 
 // clustersInNamespace maps a Namespace to the Kamaji Clusters in it.

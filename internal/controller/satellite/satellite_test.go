@@ -412,14 +412,30 @@ func TestLocationServesOneTenantCluster(t *testing.T) {
 		get(t, &corev1.Secret{}, second, names.SatelliteCredentialsName(cluster, "pve-shared")) {
 		t.Fatal("the second tenant cluster got a satellite, or the credentials, on a location the first one's satellite is on")
 	}
-	// A second pool of the first tenant there is fine.
-	pool(t, first, "a-2", "pve-shared")
-
-	// The first tenant leaves: its satellite goes, and the second's is made.
-	for _, name := range []string{firstPool.Name, "a-2"} {
-		if err := env.Client.Delete(t.Context(), &v1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Namespace: first, Name: name}}); err != nil {
-			t.Fatal(err)
-		}
+	// The first tenant leaves. Its satellite, being deleted, still holds the addresses
+	// while Cluster API drains its machines (a finalizer here); once it is gone, the
+	// second tenant's satellite is made.
+	firstSat := &clusterv1.Cluster{}
+	get(t, firstSat, first, names.SatelliteName(cluster, "pve-shared"))
+	draining := client.MergeFrom(firstSat.DeepCopy())
+	firstSat.Finalizers = append(firstSat.Finalizers, "test.nodegroup.io/draining")
+	if err := env.Client.Patch(t.Context(), firstSat, draining); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), firstPool); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the first satellite being deleted", func() bool {
+		return get(t, firstSat, first, firstSat.Name) && !firstSat.DeletionTimestamp.IsZero()
+	})
+	testenv.WaitQuiet(t, "the controller's writes", writes.Load)
+	if get(t, &clusterv1.Cluster{}, second, names.SatelliteName(cluster, "pve-shared")) {
+		t.Fatal("the second tenant got its satellite while the first one's still drains")
+	}
+	release := client.MergeFrom(firstSat.DeepCopy())
+	firstSat.Finalizers = nil
+	if err := env.Client.Patch(t.Context(), firstSat, release); err != nil {
+		t.Fatal(err)
 	}
 	testenv.Eventually(t, "the first satellite gone and the second made", func() bool {
 		return !get(t, &clusterv1.Cluster{}, first, names.SatelliteName(cluster, "pve-shared")) &&
