@@ -2,8 +2,6 @@ package chart
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,9 +14,9 @@ import (
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	controlplanev1 "github.com/nodegroup-io/nodegroup-operator/api/controlplane/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/packages"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -92,31 +90,16 @@ func TestKairosBootstrapProviderReadsSatellitesOnly(t *testing.T) {
 	}
 }
 
-// pinnedProvider is what these tests read of a provider's entry in providers.yaml.
-type pinnedProvider struct {
-	Name           string   `json:"name"`
-	Args           []string `json:"args"`
-	ServiceAccount string   `json:"serviceAccount"`
-}
-
 // kairosPin is the Kairos bootstrap provider's entry in providers.yaml.
-func kairosPin(t *testing.T) pinnedProvider {
+func kairosPin(t *testing.T) packages.Provider {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "packages", "capi-providers", "providers.yaml"))
+	providers, err := packages.Providers(testenv.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Providers []pinnedProvider `json:"providers"`
+	i := slices.IndexFunc(providers, func(p packages.Provider) bool { return p.Name == "kairos" })
+	if i < 0 {
+		t.Fatal("providers.yaml pins no kairos provider")
 	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range doc.Providers {
-		if p.Name == "kairos" {
-			return p
-		}
-	}
-	t.Fatal("providers.yaml pins no kairos provider")
-	return pinnedProvider{}
+	return providers[i]
 }

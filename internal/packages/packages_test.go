@@ -1,15 +1,11 @@
-// Package packages holds the tests of the platform packages under packages/.
 package packages
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capmox"
@@ -19,37 +15,14 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
-type provider struct {
-	Name     string   `json:"name"`
-	Type     string   `json:"type"`
-	Version  string   `json:"version"`
-	Contract string   `json:"contract"`
-	Serves   []string `json:"serves"`
-	// RequiredBy names the pinned provider that needs this one, for a provider whose
-	// kinds the operator neither renders nor reads (capmox's IPAM provider).
-	RequiredBy string `json:"requiredBy,omitempty"`
-	Reason     string `json:"reason"`
-	// Args are flags its manager must run with for the objects the operator makes, and
-	// ServiceAccount (namespace/name) that manager's identity, which the chart grants
-	// what those flags need (internal/chart checks the grant).
-	Args           []string `json:"args,omitempty"`
-	ServiceAccount string   `json:"serviceAccount,omitempty"`
-}
-
 // pins reads packages/capi-providers/providers.yaml.
-func pins(t *testing.T) []provider {
+func pins(t *testing.T) []Provider {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "packages", "capi-providers", "providers.yaml"))
+	providers, err := Providers(testenv.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Providers []provider `json:"providers"`
-	}
-	if err := yaml.UnmarshalStrict(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	return doc.Providers
+	return providers
 }
 
 // emitted are the API versions the operator writes or reads on providers' kinds.
@@ -63,7 +36,7 @@ var emitted = map[string]string{
 }
 
 // rendersFor says whether the operator writes or reads a kind p serves.
-func rendersFor(p provider) bool {
+func rendersFor(p Provider) bool {
 	return slices.ContainsFunc(p.Serves, func(gv string) bool { return emitted[gv] != "" })
 }
 
@@ -98,7 +71,7 @@ func TestProviderPinsServeWhatTheRendererEmits(t *testing.T) {
 		// A provider none of whose kinds the operator uses is pinned only for another
 		// pinned provider that the operator does use.
 		if !rendersFor(p) {
-			i := slices.IndexFunc(providers, func(o provider) bool { return o.Name == p.RequiredBy })
+			i := slices.IndexFunc(providers, func(o Provider) bool { return o.Name == p.RequiredBy })
 			if i < 0 || !rendersFor(providers[i]) {
 				t.Errorf("provider %s serves nothing the operator uses and names no pinned provider it is required by (requiredBy %q)", p.Name, p.RequiredBy)
 			}

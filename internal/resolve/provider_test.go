@@ -84,8 +84,7 @@ func TestLocationProviders(t *testing.T) {
 // as the operator makes it: labelled with the location, controlled by the tenant Cluster.
 func satelliteOf(namespace, cluster, location string) *clusterv1.Cluster {
 	sat := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: names.SatelliteName(cluster, location),
-		Labels: map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelLocation: names.LabelValue(location),
-			names.LabelTenantCluster: names.LabelValue(cluster)}}}
+		Labels: render.SatelliteLabels(&render.SatelliteInput{Cluster: render.Cluster{Name: cluster}, LocationName: location})}}
 	tenant := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster, UID: "tenant-uid"}}
 	sat.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tenant, clusterv1.GroupVersion.WithKind("Cluster"))}
 	return sat

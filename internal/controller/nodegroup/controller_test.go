@@ -26,6 +26,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/capk"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/talos"
+	"github.com/nodegroup-io/nodegroup-operator/internal/render"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/rulecases"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
@@ -197,7 +198,7 @@ func TestErrorConditions(t *testing.T) {
 	other := &clusterv1.Cluster{}
 	mustGet(t, nsOther, testenv.TenantCluster, other)
 	sat := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: nsOther, Name: names.SatelliteName(other.Name, taken.Name),
-		Labels:          map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelLocation: names.LabelValue(taken.Name)},
+		Labels:          render.SatelliteLabels(&render.SatelliteInput{Cluster: render.Cluster{Name: other.Name}, LocationName: taken.Name}),
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(other, clusterv1.GroupVersion.WithKind("Cluster"))}},
 		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "k8s.lab.example.com", Port: 443}}}
 	env.MustCreate(t, sat)
