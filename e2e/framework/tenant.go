@@ -413,6 +413,11 @@ func (t *Tenant) startKwok(ctx context.Context) error {
 	p, err := t.start("kwok", filepath.Join(t.opts.Kwok, "kwok"),
 		"--kubeconfig", t.KubeconfigPath, "-c", filepath.Join(t.opts.Kwok, "kwok-stages.yaml"),
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector="+KwokAnnotation+"=fake",
+		// A kubelet renews its Node's lease (40 s, its default); kwok's heartbeat stage
+		// counts on it and updates the Node's status only every ten minutes or so. Without
+		// the lease the controller-manager marks every Node unknown after its grace period
+		// and kwok marks it ready again, over and over.
+		"--node-lease-duration-seconds=40",
 		"--server-address", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return err

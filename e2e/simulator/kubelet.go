@@ -95,10 +95,14 @@ func (k *kubelet) node(capacity corev1.ResourceList) (*corev1.Node, error) {
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
 			Capacity: capacity, Allocatable: allocatable,
-			Conditions: []corev1.NodeCondition{{
-				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-				Message: "simulated kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now,
-			}},
+			// The conditions a kubelet reports with its first status: Cluster API's
+			// NodeHealthy waits for the three pressure conditions as well as Ready.
+			Conditions: []corev1.NodeCondition{
+				condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", now),
+				condition(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", now),
+				condition(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available", now),
+				condition(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "simulated kubelet is posting ready status", now),
+			},
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: k.nodeName}},
 			NodeInfo: corev1.NodeSystemInfo{
 				KubeletVersion: k.version, OSImage: k.osImage, OperatingSystem: "linux", Architecture: "amd64",
@@ -106,6 +110,10 @@ func (k *kubelet) node(capacity corev1.ResourceList) (*corev1.Node, error) {
 			},
 		},
 	}, nil
+}
+
+func condition(t corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) corev1.NodeCondition {
+	return corev1.NodeCondition{Type: t, Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
 }
 
 // allocatable is capacity less kubeReserved and systemReserved and, for memory, the hard
