@@ -112,6 +112,7 @@ func (k *kubelet) node(capacity corev1.ResourceList) (*corev1.Node, error) {
 	}, nil
 }
 
+// condition is a Node condition first seen now.
 func condition(t corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) corev1.NodeCondition {
 	return corev1.NodeCondition{Type: t, Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
 }

@@ -700,6 +700,12 @@ func checkNode(t *testing.T, w *worker, node *corev1.Node, labels map[string]str
 	if i := slices.IndexFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady }); i < 0 || node.Status.Conditions[i].Status != corev1.ConditionTrue {
 		t.Errorf("Node is not Ready: %v", node.Status.Conditions)
 	}
+	// Cluster API's NodeHealthy stays unknown until these are reported.
+	for _, pressure := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		if i := slices.IndexFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == pressure }); i < 0 || node.Status.Conditions[i].Status != corev1.ConditionFalse {
+			t.Errorf("Node reports no %s=False: %v", pressure, node.Status.Conditions)
+		}
+	}
 	a := w.md.Annotations
 	for name, annotation := range map[corev1.ResourceName]string{
 		corev1.ResourceCPU: a[names.AnnotationCapacityCPU], corev1.ResourceMemory: a[names.AnnotationCapacityMemory], corev1.ResourcePods: a[names.AnnotationCapacityMaxPods],
