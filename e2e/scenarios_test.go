@@ -328,8 +328,10 @@ func TestUnhealthyNodeRemediated(t *testing.T) {
 		return err
 	})
 
-	// The kubelet stops: kwok no longer heartbeats the Node, and its Ready condition
-	// turns False (kube-controller-manager would mark it Unknown soon after anyway).
+	// The kubelet stops: kwok no longer manages the Node, and its Ready condition turns
+	// False. kwok keeps renewing the Node's lease once it holds it, so the
+	// controller-manager would not mark the Node Unknown: the condition is what a kubelet
+	// reports when its runtime fails, and both steps must happen before this one is done.
 	eventually(t, short, "the node marked NotReady", func(ctx context.Context) error {
 		if err := tenantClient(ns).Get(ctx, client.ObjectKeyFromObject(&node), &node); err != nil {
 			return err
@@ -337,7 +339,9 @@ func TestUnhealthyNodeRemediated(t *testing.T) {
 		if _, managed := node.Annotations[framework.KwokAnnotation]; managed {
 			patch := client.MergeFrom(node.DeepCopy())
 			delete(node.Annotations, framework.KwokAnnotation)
-			return tenantClient(ns).Patch(ctx, &node, patch)
+			if err := tenantClient(ns).Patch(ctx, &node, patch); err != nil {
+				return err
+			}
 		}
 		for i := range node.Status.Conditions {
 			if c := &node.Status.Conditions[i]; c.Type == corev1.NodeReady {
