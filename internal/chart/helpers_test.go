@@ -159,6 +159,8 @@ image:
   digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 leaderElection:
   enabled: false
+apiPriority:
+  enabled: false
 logLevel: 2
 metrics:
   enabled: false

@@ -115,7 +115,8 @@ func chartObjects(root, chart, release string, values map[string]any) ([]*unstru
 func namespaced(kind string) bool {
 	switch kind {
 	case "ClusterRole", "ClusterRoleBinding", "NodeGroupClass", "Location", "Namespace",
-		"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "CustomResourceDefinition":
+		"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "CustomResourceDefinition",
+		"FlowSchema", "PriorityLevelConfiguration":
 		return false
 	}
 	return true
