@@ -32,6 +32,9 @@ type Config struct {
 	// Concurrency is the operator's --concurrency and the bare client's parallelism;
 	// 0 is the operator's default.
 	Concurrency int
+	// NoAPIPriority installs the chart without its FlowSchemas (apiPriority.enabled
+	// false): the operator's requests then share workload-low with the churn's clients.
+	NoAPIPriority bool
 	// Steady is the steady-state window, holding Resyncs full resyncs.
 	Steady  time.Duration
 	Resyncs int
@@ -160,6 +163,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		PoolsPerNamespace: cfg.PoolsPerNamespace,
 		Pools:             cfg.Namespaces * cfg.PoolsPerNamespace,
 		Concurrency:       cfg.Concurrency,
+		APIPriority:       !cfg.NoAPIPriority,
 	}
 	defer h.close()
 	type step struct {

@@ -47,6 +47,7 @@ func main() {
 	flag.IntVar(&cfg.Namespaces, "namespaces", 1000, "tenant namespaces, each with a Cluster and a KamajiControlPlane")
 	flag.IntVar(&cfg.PoolsPerNamespace, "pools", 5, "pools per namespace (even ones Talos, odd ones Kairos)")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 0, "the operator's --concurrency, and the bare client's (0: the operator's default)")
+	flag.BoolVar(&cfg.NoAPIPriority, "no-api-priority", false, "install the chart with apiPriority.enabled=false: no FlowSchemas, the operator's requests in workload-low")
 	flag.DurationVar(&cfg.Steady, "steady", 5*time.Minute, "steady-state window")
 	flag.IntVar(&cfg.Resyncs, "resyncs", 5, "full resyncs in the steady-state window (the operator's --sync-period is the window divided by this)")
 	flag.Float64Var(&cfg.WaveFraction, "wave", 0.1, "fraction of the pools the change wave bumps")

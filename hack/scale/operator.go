@@ -32,6 +32,7 @@ func (h *harness) values(syncPeriod time.Duration) map[string]any {
 	v := map[string]any{
 		"concurrency": h.cfg.Concurrency,
 		"pprof":       map[string]any{"enabled": h.cfg.Profiles != ""},
+		"apiPriority": map[string]any{"enabled": !h.cfg.NoAPIPriority},
 	}
 	if syncPeriod > 0 {
 		v["syncPeriod"] = syncPeriod.String()

@@ -30,6 +30,7 @@ type Result struct {
 	TalosPools        int    `json:"talosPools"`
 	KairosPools       int    `json:"kairosPools"`
 	Concurrency       int    `json:"concurrency"`
+	APIPriority       bool   `json:"apiPriority"`
 	SyncPeriod        string `json:"syncPeriod"`
 
 	Objects struct {
@@ -240,8 +241,8 @@ func (r *Result) Table() string {
 		commit = "unknown commit"
 	}
 	fmt.Fprintf(&b, "nodegroup-operator scale benchmark, %s, %s, %d cores, kube-apiserver %s\n", commit, r.Date, r.Cores, r.APIServer)
-	fmt.Fprintf(&b, "%d pools (%d Talos, %d Kairos) in %d namespaces; concurrency %d; sync period %s\n\n",
-		r.Pools, r.TalosPools, r.KairosPools, r.Namespaces, r.Concurrency, r.SyncPeriod)
+	fmt.Fprintf(&b, "%d pools (%d Talos, %d Kairos) in %d namespaces; concurrency %d; sync period %s; the chart's FlowSchemas %s\n\n",
+		r.Pools, r.TalosPools, r.KairosPools, r.Namespaces, r.Concurrency, r.SyncPeriod, onOff(r.APIPriority))
 
 	w := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "measure\tresult\ttarget")
@@ -357,4 +358,11 @@ func (r *Result) Write(base string) error {
 		return err
 	}
 	return os.WriteFile(base+".txt", []byte(r.Table()), 0o644)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
