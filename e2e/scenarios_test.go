@@ -328,10 +328,10 @@ func TestUnhealthyNodeRemediated(t *testing.T) {
 		return err
 	})
 
-	// The kubelet stops: kwok no longer manages the Node, and its Ready condition turns
-	// False. kwok keeps renewing the Node's lease once it holds it, so the
-	// controller-manager would not mark the Node Unknown: the condition is what a kubelet
-	// reports when its runtime fails, and both steps must happen before this one is done.
+	// The node's runtime fails: its kubelet reports Ready=False. kwok is taken off the
+	// Node first, so it does not report Ready again; it keeps renewing the Node's lease,
+	// so the controller-manager would not mark the Node Unknown either. Both must happen
+	// before this step is done.
 	eventually(t, short, "the node marked NotReady", func(ctx context.Context) error {
 		if err := tenantClient(ns).Get(ctx, client.ObjectKeyFromObject(&node), &node); err != nil {
 			return err
@@ -343,10 +343,15 @@ func TestUnhealthyNodeRemediated(t *testing.T) {
 				return err
 			}
 		}
+		found := false
 		for i := range node.Status.Conditions {
 			if c := &node.Status.Conditions[i]; c.Type == corev1.NodeReady {
-				c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionFalse, "KubeletStopped", metav1.Now()
+				c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionFalse, "KubeletNotReady", metav1.Now()
+				found = true
 			}
+		}
+		if !found {
+			return fmt.Errorf("node %s has no Ready condition to turn False", node.Name)
 		}
 		return tenantClient(ns).Status().Update(ctx, &node)
 	})
