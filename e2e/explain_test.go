@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/gobuild"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -18,10 +19,8 @@ import (
 // suite, into the environment's folder.
 var plugin = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(env.Work, "kubectl-nodegroup")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/kubectl-nodegroup")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building kubectl-nodegroup: %v\n%s", err, out)
+	if err := gobuild.Build(context.Background(), testenv.RepoRoot(), "./cmd/kubectl-nodegroup", gobuild.Host(), "", bin); err != nil {
+		return "", err
 	}
 	return bin, nil
 })

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/gobuild"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
 
@@ -87,10 +88,8 @@ func TestTenantReadsTheCatalogAndItsOwnNamespace(t *testing.T) {
 	// The plugin, as the ServiceAccount (kubectl's --as), computes USABLE for tenant-a; for
 	// tenant-b, whose labels it may not read, it says so.
 	plugin := filepath.Join(t.TempDir(), "kubectl-nodegroup")
-	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-nodegroup")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := gobuild.Build(ctx, testenv.RepoRoot(), "./cmd/kubectl-nodegroup", gobuild.Host(), "", plugin); err != nil {
+		t.Fatal(err)
 	}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig(), 0o600); err != nil {

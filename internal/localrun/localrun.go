@@ -14,9 +14,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/gobuild"
 	"github.com/nodegroup-io/nodegroup-operator/internal/yamldocs"
 )
 
@@ -51,24 +50,13 @@ const (
 // ServiceAccountKubeconfig, as audit events and RBAC name it.
 const OperatorUser = "system:serviceaccount:" + ReleaseNamespace + ":" + ServiceAccount
 
-// BuildOperator builds cmd/nodegroup-operator of the repository at root into out.
+// BuildOperator builds cmd/nodegroup-operator of the repository at root into out, for
+// this machine, as the release builds the image's binary.
 func BuildOperator(root, out string) error {
-	build := exec.Command(goTool(), "build", "-o", out, "./cmd/nodegroup-operator")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := gobuild.Build(context.Background(), root, "./cmd/nodegroup-operator", gobuild.Host(), "", out); err != nil {
 		return fmt.Errorf("building the operator: %w", err)
 	}
 	return nil
-}
-
-// goTool is the go command: the one on the PATH, else the toolchain this program was
-// built with (a test binary may run without the PATH its go command had).
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	//lint:ignore SA1019 with no go command on the PATH to ask, the root this binary was built with is the one wanted.
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
 // chartObjects renders the chart charts/<chart> at root with the Helm Go SDK, as the

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/nodegroup-io/nodegroup-operator/internal/gobuild"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operatorimage"
 )
 
@@ -19,7 +20,7 @@ func OperatorImage(ctx context.Context, root, version, work string) (v1.ImageInd
 	bins := map[Platform]string{}
 	for _, p := range ImagePlatforms {
 		bin := filepath.Join(work, "nodegroup-operator-"+p.OS+"-"+p.Arch)
-		if err := GoBuild(ctx, root, "./cmd/nodegroup-operator", p, version, bin); err != nil {
+		if err := gobuild.Build(ctx, root, "./cmd/nodegroup-operator", p, version, bin); err != nil {
 			return nil, nil, err
 		}
 		data, err := os.ReadFile(bin)

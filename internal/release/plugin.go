@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nodegroup-io/nodegroup-operator/internal/gobuild"
 )
 
 // PluginName is the kubectl plugin's binary; kubectl runs it as `kubectl nodegroup`.
@@ -37,7 +39,7 @@ func PluginArchives(ctx context.Context, root, version, work, out string) ([]Arc
 	var sums strings.Builder
 	for _, p := range PluginPlatforms {
 		bin := filepath.Join(work, PluginName+"-"+p.OS+"-"+p.Arch)
-		if err := GoBuild(ctx, root, "./cmd/"+PluginName, p, version, bin); err != nil {
+		if err := gobuild.Build(ctx, root, "./cmd/"+PluginName, p, version, bin); err != nil {
 			return nil, err
 		}
 		data, err := os.ReadFile(bin)
