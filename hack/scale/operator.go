@@ -144,6 +144,28 @@ func controllerMetricsOf(text, controller string) (controllerMetrics, error) {
 	return m, nil
 }
 
+// busy is how many items all the operator's controllers hold, queued or in a worker:
+// 0 when none of them has work left.
+func (o *operator) busy(ctx context.Context) (float64, error) {
+	text, err := o.cmd.ScrapeMetrics(ctx, o.token)
+	if err != nil {
+		return 0, err
+	}
+	scraped, err := metrics.Scraped(text)
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, name := range []string{"workqueue_depth", "controller_runtime_active_workers"} {
+		samples, err := metrics.Gather(scraped, name)
+		if err != nil {
+			return 0, err
+		}
+		n += metrics.Sum(samples, nil)
+	}
+	return n, nil
+}
+
 // reconciles is the controller's reconcile count so far.
 func (o *operator) reconciles(ctx context.Context, controller string) (float64, error) {
 	m, err := o.metricsOf(ctx, controller)

@@ -228,11 +228,57 @@ func (h *harness) restart(ctx context.Context, phase string, into *Phase, syncPe
 	into.Seconds = end.Sub(start).Seconds()
 	into.CPU = h.cpuNow().since(before)
 	h.logf("    %d reconciles in %.1f s", into.Reconciles, into.Seconds)
-	// The next phase starts once the restart's work is over; its requests count
-	// until then.
+	// The next phase starts once the restart's work is over, the pools' and every
+	// other controller's (the autoscalers' first look at each cluster, say); its
+	// requests count until then.
 	_, quiet, err := h.waitQuiet(ctx, end)
-	h.mark(phase, start, quiet)
+	if err != nil {
+		return err
+	}
+	idle, err := h.waitIdle(ctx)
+	h.mark(phase, start, later(quiet, idle))
 	return err
+}
+
+// idleFor is how long every controller of the operator must hold no work for it to
+// count as idle: a requeue due in a moment is work left.
+const idleFor = time.Second
+
+// waitIdle waits until every controller of the operator has held no work for idleFor,
+// and returns when that began.
+func (h *harness) waitIdle(ctx context.Context) (time.Time, error) {
+	deadline := time.Now().Add(h.cfg.Timeout)
+	var since time.Time
+	for {
+		if err := h.op.Alive(); err != nil {
+			return since, err
+		}
+		n, err := h.op.busy(ctx)
+		now := time.Now()
+		switch {
+		case err != nil || n > 0:
+			since = time.Time{}
+		case since.IsZero():
+			since = now
+		case now.Sub(since) >= idleFor:
+			return since, nil
+		}
+		if now.After(deadline) {
+			return since, fmt.Errorf("the operator's controllers still held %v items after %s (%v)", n, h.cfg.Timeout, err)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return since, ctx.Err()
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // runSteady counts, over the steady-state window, the reconciles the operator ran (its
