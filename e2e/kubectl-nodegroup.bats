@@ -4,7 +4,8 @@
 
 setup_file() {
   cd "$BATS_TEST_DIRNAME/.."
-  go build -o "$BATS_FILE_TMPDIR/kubectl-nodegroup" ./cmd/kubectl-nodegroup
+  # Built as the release builds it (internal/gobuild).
+  go run ./hack/gobuild -o "$BATS_FILE_TMPDIR/kubectl-nodegroup" ./cmd/kubectl-nodegroup
   # The example tenant as it stands once its control plane runs: the Kamaji provider has
   # published the API server's address, which Cluster API copies onto the Cluster.
   sed 's/^  clusterNetwork:/  controlPlaneEndpoint: {host: demo.tenant-demo.svc, port: 6443}\n  clusterNetwork:/' \
