@@ -9,6 +9,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -169,6 +170,7 @@ func (h *harness) runChurn(ctx context.Context) error {
 		}
 	}
 	c.DrainSeconds = time.Since(stopped).Seconds()
+	c.TimedOut = int(h.churnTimeouts.Load())
 	last, quiet, err := h.waitQuiet(ctx, stopped)
 	sampled := rss.stop()
 	c.RSSMiB, c.Queue.Depth = &sampled, depth.stop()
@@ -203,7 +205,9 @@ func (h *harness) churnOnce(ctx context.Context, p *churnPool, t time.Time, inte
 		target++ // a size of the range other than the current one
 	}
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: target}}
-	if err := h.autoscaler.SubResource("scale").Update(ctx, p.md, client.WithSubResourceBody(scale)); err != nil {
+	if err := h.retryTimeouts(ctx, func() error {
+		return h.autoscaler.SubResource("scale").Update(ctx, p.md, client.WithSubResourceBody(scale))
+	}); err != nil {
 		return fmt.Errorf("scaling %s to %d: %w", p.key(), target, err)
 	}
 	p.md.Spec.Replicas = &target
@@ -221,11 +225,31 @@ func (h *harness) churnOnce(ctx context.Context, p *churnPool, t time.Time, inte
 		if equalStatus(before, p.md) {
 			continue // Cluster API patches only what changed
 		}
-		if err := h.capi.Status().Patch(ctx, p.md, client.MergeFrom(before)); err != nil {
+		if err := h.retryTimeouts(ctx, func() error {
+			return h.capi.Status().Patch(ctx, p.md, client.MergeFrom(before))
+		}); err != nil {
 			return fmt.Errorf("status of the MachineDeployment of %s: %w", p.key(), err)
 		}
 	}
 	return nil
+}
+
+// retryTimeouts runs write until the API server does not give up on it: a churn
+// client on a saturated API server gets server timeouts, and sends the same write
+// again after a pause, as the clients it stands in for requeue theirs. The same scale
+// or status patch twice is the same change, so a timed-out write that the server did
+// store costs nothing more.
+func (h *harness) retryTimeouts(ctx context.Context, write func() error) error {
+	for pause := time.Second; ; pause = min(2*pause, 10*time.Second) {
+		err := write()
+		if !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			return err
+		}
+		h.churnTimeouts.Add(1)
+		if err := sleepUntil(ctx, time.Now().Add(pause)); err != nil {
+			return err
+		}
+	}
 }
 
 func equalStatus(a, b *clusterv1.MachineDeployment) bool {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -101,6 +102,8 @@ type harness struct {
 	root string
 	// churnStarted: the operator running is the one restarted for the churn.
 	churnStarted bool
+	// churnTimeouts counts the churn clients' writes the API server gave up on.
+	churnTimeouts atomic.Int64
 
 	env *testenv.Env
 	// admin reads and prepares, as the control plane's admin, without a client-side

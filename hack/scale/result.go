@@ -149,6 +149,10 @@ type Churn struct {
 	// Throttled are the churn clients' requests the API server answered 429 (too many
 	// requests, its priority and fairness): client-go sends them again.
 	Throttled int `json:"throttled"`
+	// TimedOut are the churn clients' writes the API server gave up on (a server
+	// timeout): they send them again, as Cluster API's controller and cluster-autoscaler
+	// try again.
+	TimedOut int `json:"timedOut"`
 }
 
 // Queue is the nodegroup controller's work queue over the churn, from the operator's
@@ -261,8 +265,8 @@ func (r *Result) Table() string {
 	fmt.Fprintf(w, "d. change wave: %d pools with new templates\t%.1f s\t\n", r.Wave.Pools, r.Wave.Seconds)
 	fmt.Fprintf(w, "   writes to changed / untouched pools\t%d / %d\tuntouched 0 %s\n", r.Wave.WritesChanged, r.Wave.WritesUntouched, verdict(r.Wave.WritesUntouched == 0, 0))
 	if c := &r.Churn; c.Pools > 0 {
-		fmt.Fprintf(w, "churn: %d pools scaled every %.0f s, %.0f s until quiet\t%d scales, %d status updates, %d throttled (429)\t\n", c.Pools, c.IntervalSeconds,
-			c.Seconds, c.Scales, c.StatusUpdates, c.Throttled)
+		fmt.Fprintf(w, "churn: %d pools scaled every %.0f s, %.0f s until quiet\t%d scales, %d status updates, %d throttled (429), %d timed out\t\n", c.Pools, c.IntervalSeconds,
+			c.Seconds, c.Scales, c.StatusUpdates, c.Throttled, c.TimedOut)
 		fmt.Fprintf(w, "   template / MachineDeployment / NodeGroup spec writes\t%d / %d / %d\t0 %s\n", c.TemplateWrites, c.MachineDeploymentWrites, c.PoolWrites,
 			verdict(c.TemplateWrites+c.MachineDeploymentWrites+c.PoolWrites == 0, 0))
 		fmt.Fprintf(w, "   status writes / changes observed (conflicts)\t%d / %d (%d), at most %.2f per change of a pool\t<= 1 per change %s\n",
