@@ -51,8 +51,9 @@ lint: ## gofmt, go vet, staticcheck (staticcheck.conf), a tidy go.mod, and a cle
 
 # -timeout 30m: the release dry run (internal/release) cross-compiles the operator and
 # the plugin for six platforms, twice; on a cold build cache that alone passes go test's
-# default of 10 minutes per package. (The suites build this machine's binaries the same
-# way, internal/gobuild, so those come from the build cache; the other platforms do not.)
+# default of 10 minutes per package. (The suites build this machine's operator and
+# plugin the same way, internal/gobuild, so those two of the six usually come from the
+# build cache: when the suites that build them ran before internal/release.)
 .PHONY: test
 test: lint ## Lint, then run the unit and integration tests against a real kube-apiserver.
 	@hack/testdeps.sh

@@ -4,7 +4,7 @@
 
 setup_file() {
   cd "$BATS_TEST_DIRNAME/.."
-  # Built as the release builds it (internal/gobuild).
+  # Built as the release builds it (internal/gobuild), so the suite tests what ships.
   go run ./hack/gobuild -o "$BATS_FILE_TMPDIR/kubectl-nodegroup" ./cmd/kubectl-nodegroup
   # The example tenant as it stands once its control plane runs: the Kamaji provider has
   # published the API server's address, which Cluster API copies onto the Cluster.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/nodegroup-io/nodegroup-operator/internal/localrun"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -30,7 +32,8 @@ type auditEvent struct {
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
-		Code int `json:"code"`
+		Code   int    `json:"code"`
+		Reason string `json:"reason"`
 	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
@@ -70,6 +73,16 @@ func (e *auditEvent) code() int {
 		return 0
 	}
 	return e.ResponseStatus.Code
+}
+
+// timedOut: a request the API server gave up on (a 504, or a 500 with the reason
+// ServerTimeout: apierrors.IsTimeout and IsServerTimeout).
+func (e *auditEvent) timedOut() bool {
+	if e.ResponseStatus == nil {
+		return false
+	}
+	return e.code() == 504 || e.ResponseStatus.Reason == string(metav1.StatusReasonTimeout) ||
+		e.ResponseStatus.Reason == string(metav1.StatusReasonServerTimeout)
 }
 
 // stored: a write the API server accepted.

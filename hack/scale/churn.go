@@ -170,7 +170,6 @@ func (h *harness) runChurn(ctx context.Context) error {
 		}
 	}
 	c.DrainSeconds = time.Since(stopped).Seconds()
-	c.TimedOut = int(h.churnTimeouts.Load())
 	last, quiet, err := h.waitQuiet(ctx, stopped)
 	sampled := rss.stop()
 	c.RSSMiB, c.Queue.Depth = &sampled, depth.stop()
@@ -205,7 +204,7 @@ func (h *harness) churnOnce(ctx context.Context, p *churnPool, t time.Time, inte
 		target++ // a size of the range other than the current one
 	}
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: target}}
-	if err := h.retryTimeouts(ctx, func() error {
+	if err := retryTimeouts(ctx, func() error {
 		return h.autoscaler.SubResource("scale").Update(ctx, p.md, client.WithSubResourceBody(scale))
 	}); err != nil {
 		return fmt.Errorf("scaling %s to %d: %w", p.key(), target, err)
@@ -225,7 +224,7 @@ func (h *harness) churnOnce(ctx context.Context, p *churnPool, t time.Time, inte
 		if equalStatus(before, p.md) {
 			continue // Cluster API patches only what changed
 		}
-		if err := h.retryTimeouts(ctx, func() error {
+		if err := retryTimeouts(ctx, func() error {
 			return h.capi.Status().Patch(ctx, p.md, client.MergeFrom(before))
 		}); err != nil {
 			return fmt.Errorf("status of the MachineDeployment of %s: %w", p.key(), err)
@@ -234,21 +233,28 @@ func (h *harness) churnOnce(ctx context.Context, p *churnPool, t time.Time, inte
 	return nil
 }
 
+// timeoutTries is how many times a churn client sends a write the API server keeps
+// giving up on before the run fails.
+const timeoutTries = 5
+
 // retryTimeouts runs write until the API server does not give up on it: a churn
 // client on a saturated API server gets server timeouts, and sends the same write
-// again after a pause, as the clients it stands in for requeue theirs. The same scale
-// or status patch twice is the same change, so a timed-out write that the server did
-// store costs nothing more.
-func (h *harness) retryTimeouts(ctx context.Context, write func() error) error {
-	for pause := time.Second; ; pause = min(2*pause, 10*time.Second) {
+// again after a pause (1, 2, 4, 8 s), as the clients it stands in for requeue theirs.
+// The same scale or status patch twice is the same change, so a timed-out write that
+// the server did store costs nothing more. Like a throttled one, a late write makes the
+// pool's next rounds late too: every round is sent (the churn's length is what it
+// took to send them).
+func retryTimeouts(ctx context.Context, write func() error) error {
+	pause := time.Second
+	for try := 1; ; try++ {
 		err := write()
-		if !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+		if try == timeoutTries || !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
 			return err
 		}
-		h.churnTimeouts.Add(1)
 		if err := sleepUntil(ctx, time.Now().Add(pause)); err != nil {
 			return err
 		}
+		pause *= 2
 	}
 }
 
@@ -434,6 +440,12 @@ func (h *harness) countChurnChange(e *auditEvent) {
 		// sends it again: the churn's clients outran the API server, which is counted,
 		// not a client that misbehaved.
 		h.res.Churn.Throttled++
+		return
+	}
+	if e.timedOut() {
+		// The API server gave up on it under the churn's load, and the client sends it
+		// again (retryTimeouts): counted, as a 429 is.
+		h.res.Churn.TimedOut++
 		return
 	}
 	if p == nil || e.resource() != "machinedeployments" || !e.stored() {

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -102,8 +101,6 @@ type harness struct {
 	root string
 	// churnStarted: the operator running is the one restarted for the churn.
 	churnStarted bool
-	// churnTimeouts counts the churn clients' writes the API server gave up on.
-	churnTimeouts atomic.Int64
 
 	env *testenv.Env
 	// admin reads and prepares, as the control plane's admin, without a client-side
@@ -181,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"bare client: the pools' objects, created directly", h.runBare},
 		{"operator: cold start until every pool is rendered", h.runCold},
 		{fmt.Sprintf("change wave: %.0f%% of the pools", cfg.WaveFraction*100), h.runWave},
-		{"operator restart: until every pool is reconciled", h.runRestart},
+		{"operator restart: until every pool is reconciled and every controller idle", h.runRestart},
 		{fmt.Sprintf("steady state: %s, %d full resyncs", cfg.Steady, cfg.Resyncs), h.runSteady},
 	}
 	if cfg.Churn > 0 {

@@ -151,6 +151,11 @@ func (o *operator) busy(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return busyOf(text)
+}
+
+// busyOf is busy from a scrape of the operator's metrics.
+func busyOf(text string) (float64, error) {
 	scraped, err := metrics.Scraped(text)
 	if err != nil {
 		return 0, err
@@ -160,6 +165,10 @@ func (o *operator) busy(ctx context.Context) (float64, error) {
 		samples, err := metrics.Gather(scraped, name)
 		if err != nil {
 			return 0, err
+		}
+		if len(samples) == 0 {
+			// A metric gone from the scrape would read as idle: say so instead.
+			return 0, fmt.Errorf("the operator's metrics have no %s", name)
 		}
 		n += metrics.Sum(samples, nil)
 	}

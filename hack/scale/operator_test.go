@@ -57,3 +57,15 @@ func TestControllerMetricsOf(t *testing.T) {
 		t.Fatal("a malformed scrape was read")
 	}
 }
+
+// TestBusyOf: every controller's queued and running items count, and a scrape without
+// the workers gauge is an error rather than an idle operator.
+func TestBusyOf(t *testing.T) {
+	// 7 + 5 queued, 1 + 3 in workers.
+	if n, err := busyOf(scrape); err != nil || n != 16 {
+		t.Errorf("busyOf(scrape) = %v, %v; want 16", n, err)
+	}
+	if n, err := busyOf("workqueue_depth{controller=\"nodegroup\",name=\"nodegroup\"} 0\n"); err == nil {
+		t.Errorf("busyOf without controller_runtime_active_workers = %v, want an error", n)
+	}
+}

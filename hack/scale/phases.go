@@ -231,13 +231,18 @@ func (h *harness) restart(ctx context.Context, phase string, into *Phase, syncPe
 	// The next phase starts once the restart's work is over, the pools' and every
 	// other controller's (the autoscalers' first look at each cluster, say); its
 	// requests count until then.
-	_, quiet, err := h.waitQuiet(ctx, end)
+	if _, _, err := h.waitQuiet(ctx, end); err != nil {
+		return err
+	}
+	// waitIdle begins after waitQuiet, so idle is not before quiet.
+	idle, err := h.waitIdle(ctx)
 	if err != nil {
 		return err
 	}
-	idle, err := h.waitIdle(ctx)
-	h.mark(phase, start, later(quiet, idle))
-	return err
+	into.IdleSeconds = idle.Sub(start).Seconds()
+	h.logf("    every controller idle %.1f s after the start", into.IdleSeconds)
+	h.mark(phase, start, idle)
+	return nil
 }
 
 // idleFor is how long every controller of the operator must hold no work for it to
@@ -272,13 +277,6 @@ func (h *harness) waitIdle(ctx context.Context) (time.Time, error) {
 			return since, ctx.Err()
 		}
 	}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // runSteady counts, over the steady-state window, the reconciles the operator ran (its

@@ -84,7 +84,10 @@ type Result struct {
 // Phase is one window of the run.
 type Phase struct {
 	Seconds float64 `json:"seconds"`
-	CPU     CPU     `json:"cpuSeconds"`
+	// IdleSeconds, of a restart: from its start until every controller of the operator
+	// held no work (Seconds is until every pool was reconciled).
+	IdleSeconds float64 `json:"idleSeconds,omitempty"`
+	CPU         CPU     `json:"cpuSeconds"`
 	// Requests are the operator's requests by verb (the bare client's in the bare
 	// phase), as the API server's audit log records them; dry runs apart.
 	Requests map[string]int `json:"requests"`
@@ -150,8 +153,8 @@ type Churn struct {
 	// requests, its priority and fairness): client-go sends them again.
 	Throttled int `json:"throttled"`
 	// TimedOut are the churn clients' writes the API server gave up on (a server
-	// timeout): they send them again, as Cluster API's controller and cluster-autoscaler
-	// try again.
+	// timeout, in its audit log): they send them again, as Cluster API's controller and
+	// cluster-autoscaler try again.
 	TimedOut int `json:"timedOut"`
 }
 
@@ -261,7 +264,7 @@ func (r *Result) Table() string {
 	if r.EventWritesOutside > 0 {
 		fmt.Fprintf(w, "   event series patched between phases\t%d\t\n", r.EventWritesOutside)
 	}
-	fmt.Fprintf(w, "   restart: every pool reconciled\t%.1f s, %d writes\t0 writes %s\n", r.Restart.Seconds, r.Restart.Writes, verdict(r.Restart.Writes == 0, 0))
+	fmt.Fprintf(w, "   restart: every pool reconciled; every controller idle\t%.1f s; %.1f s, %d writes\t0 writes %s\n", r.Restart.Seconds, r.Restart.IdleSeconds, r.Restart.Writes, verdict(r.Restart.Writes == 0, 0))
 	fmt.Fprintf(w, "d. change wave: %d pools with new templates\t%.1f s\t\n", r.Wave.Pools, r.Wave.Seconds)
 	fmt.Fprintf(w, "   writes to changed / untouched pools\t%d / %d\tuntouched 0 %s\n", r.Wave.WritesChanged, r.Wave.WritesUntouched, verdict(r.Wave.WritesUntouched == 0, 0))
 	if c := &r.Churn; c.Pools > 0 {
