@@ -41,6 +41,7 @@ func main() {
 	deleted := flag.Int("delete", 50, "pools deleted")
 	outage := flag.Duration("outage", time.Minute, "how long each outage lasts; 0 skips them")
 	converge := flag.Duration("converge", 5*time.Minute, "how long a recovery may take before what still moves is reported as broken")
+	keep := flag.Bool("keep", false, "keep the processes' logs when nothing broke too")
 	short := flag.Bool("short", false, "the CI run: 10 kills, 40 pools in 4 namespaces, 4 with machines, 10 deleted, 1-minute outages (flags given after it win)")
 	flag.Parse()
 	if *short {
@@ -53,7 +54,7 @@ func main() {
 		}
 	}
 	s := sizes{kills: *kills, pools: *pools, namespaces: *namespaces, machinePools: *machinePools, wavePercent: *wavePercent, deleted: *deleted}
-	if err := run(*seed, s, *outage, *converge); err != nil {
+	if err := run(*seed, s, *outage, *converge, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		os.Exit(1)
 	}
@@ -70,7 +71,7 @@ type kill struct {
 	breaks          []string
 }
 
-func run(seed uint64, s sizes, outage, converge time.Duration) error {
+func run(seed uint64, s sizes, outage, converge time.Duration, keep bool) error {
 	p, err := newPlan(seed, s)
 	if err != nil {
 		return err
@@ -87,7 +88,7 @@ func run(seed uint64, s sizes, outage, converge time.Duration) error {
 	failed := true
 	defer func() {
 		env.Stop()
-		if failed {
+		if failed || keep {
 			logf("faults: the processes' logs are in %s", env.Work)
 		} else {
 			_ = os.RemoveAll(env.Work)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/e2e/framework"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/joinidentity"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 )
@@ -36,12 +37,15 @@ const (
 // outcome is one outage, for the report.
 type outcome struct {
 	name     string
+	from     time.Time
 	lasted   time.Duration
 	peak     int
 	mean     float64
 	restarts int
 	took     time.Duration
 	breaks   []string
+	// asked is what the operator sent while away, most first.
+	asked []framework.KindCount
 }
 
 func (w *world) outages(ctx context.Context, d, converge time.Duration) ([]outcome, error) {
@@ -65,8 +69,14 @@ func (w *world) outages(ctx context.Context, d, converge time.Duration) ([]outco
 			return nil, fmt.Errorf("%s: %w", o.name, err)
 		}
 		res.name = o.name
-		fmt.Printf("outage: %s for %s: %d req/s peak, %.1f mean, %d operator restarts, converged %.1fs after, %d broken\n",
-			res.name, res.lasted.Round(time.Second), res.peak, res.mean, res.restarts, res.took.Seconds(), len(res.breaks))
+		fmt.Printf("outage: %s at %s for %s: %d req/s peak, %.1f mean, %d operator restarts, converged %.1fs after, %d broken\n",
+			res.name, res.from.Format(time.TimeOnly), res.lasted.Round(time.Second), res.peak, res.mean, res.restarts, res.took.Seconds(), len(res.breaks))
+		for i, k := range res.asked {
+			if i == 8 {
+				break
+			}
+			fmt.Printf("         %5d  %s\n", k.N, k.Kind)
+		}
 		for _, b := range res.breaks {
 			fmt.Printf("         BROKEN: %s\n", b)
 		}
@@ -113,6 +123,7 @@ func (w *world) duringWave(ctx context.Context, d, converge time.Duration, memor
 		return o, err
 	}
 	from := time.Now()
+	o.from = from
 	time.Sleep(d)
 	if err := up(); err != nil {
 		return o, err
@@ -120,6 +131,7 @@ func (w *world) duringWave(ctx context.Context, d, converge time.Duration, memor
 	back := time.Now()
 	o.lasted = back.Sub(from)
 	o.peak, o.mean = w.env.Proxy.Rate(from, back)
+	o.asked = w.env.Proxy.Kinds(from, back)
 	took, breaks, err := w.waitConverged(ctx, back, converge, 3*time.Second)
 	if err != nil {
 		return o, err
@@ -233,6 +245,7 @@ func (w *world) tenantOutage(ctx context.Context, d, converge time.Duration) (ou
 
 	t.StopAPIServer()
 	from := time.Now()
+	o.from = from
 	w.away = name
 	pools := w.idle(outageWave)
 	for _, i := range pools {
@@ -267,6 +280,7 @@ func (w *world) tenantOutage(ctx context.Context, d, converge time.Duration) (ou
 	back := time.Now()
 	o.lasted = back.Sub(from)
 	o.peak, o.mean = w.env.Proxy.Rate(from, back)
+	o.asked = w.env.Proxy.Kinds(from, back)
 	w.away = ""
 	took, breaks, err = w.waitConverged(ctx, back, converge, 3*time.Second)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,8 +38,10 @@ type Proxy struct {
 
 	writes atomic.Int64
 	mu     sync.Mutex
-	// perSecond counts requests by the Unix second they arrived in.
+	// perSecond counts requests by the Unix second they arrived in, and kinds by what
+	// they asked (Kind) within that second.
 	perSecond map[int64]int
+	kinds     map[int64]map[string]int
 	// afterWrite runs after each counted write has been answered by the API server and
 	// before the operator gets the answer.
 	afterWrite func(total int64)
@@ -63,7 +66,7 @@ func startProxy(upstream *rest.Config, cert *servingCert) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{URL: "https://" + ln.Addr().String(), CAData: cert.CAData, perSecond: map[int64]int{}}
+	p := &Proxy{URL: "https://" + ln.Addr().String(), CAData: cert.CAData, perSecond: map[int64]int{}, kinds: map[int64]map[string]int{}}
 	p.upstream = &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport: transport,
@@ -97,6 +100,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	p.mu.Lock()
 	p.perSecond[now.Unix()]++
+	if p.kinds[now.Unix()] == nil {
+		p.kinds[now.Unix()] = map[string]int{}
+	}
+	p.kinds[now.Unix()][Kind(r)]++
 	var status int
 	if now.Before(p.refuseUntil) && len(p.refuse) > 0 {
 		status = p.refuse[p.refused%len(p.refuse)]
@@ -182,6 +189,72 @@ func (p *Proxy) Rate(from, to time.Time) (peak int, mean float64) {
 		mean = float64(total) / secs
 	}
 	return peak, mean
+}
+
+// Kind names what a request asked, without object names: its verb (a watch is a
+// "watch") and its resource, so the requests of one controller or informer add up.
+// "put leases", "watch machinedeployments", "patch nodegroups/status".
+func Kind(r *http.Request) string {
+	verb := strings.ToLower(r.Method)
+	if r.URL.Query().Get("watch") == "true" {
+		verb = "watch"
+	}
+	if strings.Contains(r.URL.RawQuery, "dryRun=All") {
+		verb += " (dry run)"
+	}
+	// /api/v1/namespaces/ns/secrets/name, /apis/group/version/resource/name/sub
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(parts) > 0 && parts[0] == "api":
+		parts = parts[min(2, len(parts)):]
+	case len(parts) > 0 && parts[0] == "apis":
+		parts = parts[min(3, len(parts)):]
+	default:
+		return verb + " " + r.URL.Path
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		if len(parts) == 2 {
+			return verb + " namespaces"
+		}
+		parts = parts[2:]
+	}
+	if len(parts) == 0 || parts[0] == "" { // discovery: /api, /apis/group/version
+		return verb + " " + r.URL.Path
+	}
+	resource := parts[0]
+	if len(parts) > 2 {
+		resource += "/" + parts[2]
+	}
+	return verb + " " + resource
+}
+
+// Kinds counts the requests the operator sent in [from, to) by Kind, most first.
+func (p *Proxy) Kinds(from, to time.Time) []KindCount {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sum := map[string]int{}
+	for s := from.Unix(); s < to.Unix(); s++ {
+		for k, n := range p.kinds[s] {
+			sum[k] += n
+		}
+	}
+	out := make([]KindCount, 0, len(sum))
+	for k, n := range sum {
+		out = append(out, KindCount{Kind: k, N: n})
+	}
+	slices.SortFunc(out, func(a, b KindCount) int {
+		if a.N != b.N {
+			return b.N - a.N
+		}
+		return strings.Compare(a.Kind, b.Kind)
+	})
+	return out
+}
+
+// KindCount is how many requests of one Kind.
+type KindCount struct {
+	Kind string
+	N    int
 }
 
 // Close stops listening and breaks every open connection.

@@ -36,3 +36,29 @@ func TestCountedWrite(t *testing.T) {
 		}
 	}
 }
+
+// Kind names a request by verb and resource, without namespaces or object names, so
+// the requests of one controller or informer add up.
+func TestKind(t *testing.T) {
+	for _, c := range []struct {
+		method, uri, want string
+	}{
+		{http.MethodPatch, "/apis/nodegroup.io/v1alpha1/namespaces/a/nodegroups/p1/status", "patch nodegroups/status"},
+		{http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/machinedeployments?watch=true&resourceVersion=7", "watch machinedeployments"},
+		{http.MethodGet, "/api/v1/namespaces/a/secrets/t-talos", "get secrets"},
+		{http.MethodGet, "/api/v1/namespaces?limit=500", "get namespaces"},
+		{http.MethodGet, "/api/v1/namespaces/a", "get namespaces"},
+		{http.MethodPut, "/apis/coordination.k8s.io/v1/namespaces/nodegroup-system/leases/nodegroup-operator.nodegroup.io", "put leases"},
+		{http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/a/machinedeployments/t-p1?dryRun=All", "patch (dry run) machinedeployments"},
+		{http.MethodGet, "/version", "get /version"},
+		{http.MethodGet, "/apis", "get /apis"},
+	} {
+		u, err := url.Parse(c.uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Kind(&http.Request{Method: c.method, URL: u}); got != c.want {
+			t.Errorf("%s %s: %q, want %q", c.method, c.uri, got, c.want)
+		}
+	}
+}

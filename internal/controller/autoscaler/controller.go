@@ -38,6 +38,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -175,7 +176,11 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, pools []v1.
 			return ctrl.Result{RequeueAfter: conflictPoll}, nil // its deletion is not watched (it is not ours): look again
 		}
 		if err != nil {
-			r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonApplyFailed, Message: err.Error()})
+			// A refusal is reported on the cluster's pools. An error without an answer
+			// is only retried: the pools keep what they said (operator.Unanswered).
+			if !operator.Unanswered(err) {
+				r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonApplyFailed, Message: err.Error()})
+			}
 			return ctrl.Result{}, err
 		}
 		if res == apply.Created {

@@ -24,6 +24,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/providers/kamaji"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
@@ -69,7 +70,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}, builder.OnlyMetadata, changed).
 		Owns(&rbacv1.RoleBinding{}, builder.OnlyMetadata, changed).
 		Owns(&appsv1.Deployment{}, changed).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: operator.Retries()}).
 		Complete(r)
 }
 

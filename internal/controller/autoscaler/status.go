@@ -22,6 +22,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
@@ -190,6 +191,6 @@ func (r *StatusReader) Register(mgr ctrl.Manager) error {
 		// or made fixed ends it.
 		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(controlplanedns.ClusterOfPool),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting()))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: operator.Retries()}).
 		Complete(r)
 }

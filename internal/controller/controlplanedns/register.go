@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -43,6 +44,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		For(&clusterv1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, paused.AnnotationToggled()))).
 		Watches(&v1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(ClusterOfPool), builder.WithPredicates(poolAddedOrRemoved())).
 		Watches(kcp, handler.EnqueueRequestsFromMapFunc(r.clustersOf), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{RateLimiter: operator.Retries()}).
 		Complete(r)
 }
 

@@ -7,11 +7,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 )
 
 // Register adds the class and the location controllers to a manager. The manager's
@@ -34,6 +36,7 @@ func register[T any, P object[T]](mgr ctrl.Manager, name string, k kind[T, P], r
 		Named(name+"-"+k.suffix).
 		For(P(new(T))).
 		Watches(&v1.NodeGroup{}, namedBy(k.named)).
+		WithOptions(controller.Options{RateLimiter: operator.Retries()}).
 		Complete(rec)
 }
 

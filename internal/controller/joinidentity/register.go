@@ -3,11 +3,9 @@ package joinidentity
 import (
 	"context"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -20,17 +18,10 @@ import (
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/controlplanedns"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
-
-// retries backs a failing cluster off from a second up to a minute, so an unreachable
-// tenant is never asked in a loop (its watches, which back off up to 30 s, may bring
-// it back in between), and one that comes back is noticed within a minute even if its
-// watches bring no event.
-func retries() workqueue.TypedRateLimiter[reconcile.Request] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, time.Minute)
-}
 
 // concurrency is how many Clusters are reconciled at once: a tenant API server that
 // does not answer holds one worker for at most the request timeout, never all.
@@ -59,7 +50,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clusterOfSecret),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WatchesRawSource(changes).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: retries()}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: operator.Retries()}).
 		Complete(r)
 }
 

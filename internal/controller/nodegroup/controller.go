@@ -31,6 +31,7 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/credentials"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/render"
@@ -247,8 +248,12 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		result, err := r.applier.Apply(ctx, owner, obj, opts...)
 		if err != nil {
-			s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
-				fmt.Sprintf("applying %s %s: %v", kind, obj.GetName(), err))
+			// A refusal is reported; an error without an answer is only retried, and
+			// Rendered keeps what it said (operator.Unanswered).
+			if !operator.Unanswered(err) {
+				s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
+					fmt.Sprintf("applying %s %s: %v", kind, obj.GetName(), err))
+			}
 			return nil, err
 		}
 		if result == apply.Modified {

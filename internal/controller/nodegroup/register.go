@@ -66,7 +66,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager, concurrency int) error {
 		// source reaches the copies through the pools of the classes that name it.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfPullSecret),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1)})
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(concurrency, 1), RateLimiter: operator.Retries()})
 	// A pool's templates, watched as the metadata the cache keeps of them: one of its
 	// current templates, deleted, is created again (an older one, whose render is no
 	// longer known, is not), and one whose spec someone changed is reported on the pool.

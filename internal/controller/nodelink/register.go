@@ -2,10 +2,8 @@ package nodelink
 
 import (
 	"context"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -17,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/names"
+	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
 	"github.com/nodegroup-io/nodegroup-operator/internal/paused"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 )
@@ -40,9 +39,8 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		// A paused tenant is not looked at: look again when it resumes.
 		Watches(&clusterv1.Cluster{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(resumed())).
 		// A tenant API server that does not answer is asked again after a second, then
-		// less and less often, up to once a minute: never in a loop.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4,
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, time.Minute)}).
+		// less and less often (operator.Retries): never in a loop.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, RateLimiter: operator.Retries()}).
 		Complete(r)
 }
 

@@ -79,7 +79,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		// One tenant at a time, on purpose: keep reads the other tenants' satellites on
 		// a location live before it makes one, and two reconciles at once could both
 		// find the location free (policy.LocationTaken).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1, RateLimiter: operator.Retries()}).
 		Complete(r)
 }
 
