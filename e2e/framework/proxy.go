@@ -213,8 +213,11 @@ func Kind(r *http.Request) string {
 		return verb + " " + r.URL.Path
 	}
 	if len(parts) >= 2 && parts[0] == "namespaces" {
-		if len(parts) == 2 {
+		switch {
+		case len(parts) == 2:
 			return verb + " namespaces"
+		case parts[2] == "status" || parts[2] == "finalize": // a Namespace's subresources
+			return verb + " namespaces/" + parts[2]
 		}
 		parts = parts[2:]
 	}

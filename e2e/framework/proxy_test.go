@@ -3,7 +3,9 @@ package framework
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
+	"time"
 )
 
 // The proxy counts the operator's writes to the objects it manages, and nothing it sends
@@ -48,6 +50,8 @@ func TestKind(t *testing.T) {
 		{http.MethodGet, "/api/v1/namespaces/a/secrets/t-talos", "get secrets"},
 		{http.MethodGet, "/api/v1/namespaces?limit=500", "get namespaces"},
 		{http.MethodGet, "/api/v1/namespaces/a", "get namespaces"},
+		{http.MethodPut, "/api/v1/namespaces/a/finalize", "put namespaces/finalize"},
+		{http.MethodGet, "/api/v1/namespaces/a/status", "get namespaces/status"},
 		{http.MethodPut, "/apis/coordination.k8s.io/v1/namespaces/nodegroup-system/leases/nodegroup-operator.nodegroup.io", "put leases"},
 		{http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/a/machinedeployments/t-p1?dryRun=All", "patch (dry run) machinedeployments"},
 		{http.MethodGet, "/version", "get /version"},
@@ -60,5 +64,21 @@ func TestKind(t *testing.T) {
 		if got := Kind(&http.Request{Method: c.method, URL: u}); got != c.want {
 			t.Errorf("%s %s: %q, want %q", c.method, c.uri, got, c.want)
 		}
+	}
+}
+
+// Kinds adds up the requests of a window by Kind, most first, and leaves out those
+// outside it.
+func TestKinds(t *testing.T) {
+	p := &Proxy{perSecond: map[int64]int{}, kinds: map[int64]map[string]int{
+		99:  {"get secrets": 7},
+		100: {"get secrets": 2, "put leases": 1},
+		101: {"put leases": 4, "get /version": 1},
+		102: {"get secrets": 5},
+	}}
+	got := p.Kinds(time.Unix(100, 0), time.Unix(102, 0))
+	want := []KindCount{{"put leases", 5}, {"get secrets", 2}, {"get /version", 1}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Kinds over [100, 102): %v, want %v", got, want)
 	}
 }

@@ -54,7 +54,7 @@ func (a *Applier) ensureTemplate(ctx context.Context, owner Owner, desired *unst
 		}
 		u, err := a.get(ctx, desired)
 		if err != nil || u == nil {
-			return Unchanged, nil, fmt.Errorf("apply template %s: created concurrently, then unreadable: %v", what, err)
+			return Unchanged, nil, fmt.Errorf("apply template %s: created concurrently, then unreadable: %w", what, err)
 		}
 		live = u
 	}

@@ -177,8 +177,10 @@ func (r *Reconciler) keep(ctx context.Context, c *clusterv1.Cluster, pools []v1.
 		}
 		if err != nil {
 			// A refusal is reported on the cluster's pools. An error without an answer
-			// is only retried: the pools keep what they said (operator.Unanswered).
-			if !operator.Unanswered(err) {
+			// (operator.Unanswered) is only retried: it says nothing of whether the
+			// autoscaler runs, which is what the pools report, and each of them would
+			// write its status to the API server that does not answer.
+			if _, unanswered := operator.Unanswered(err); !unanswered {
 				r.Status.SetAutoscaler(key, tenant.Condition{Status: metav1.ConditionFalse, Reason: ReasonApplyFailed, Message: err.Error()})
 			}
 			return ctrl.Result{}, err

@@ -50,7 +50,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clusterOfSecret),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WatchesRawSource(changes).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: operator.Retries()}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: operator.TenantRetries()}).
 		Complete(r)
 }
 

@@ -248,12 +248,13 @@ func (r *Reconciler) applyObjects(ctx context.Context, ng *v1.NodeGroup, out *re
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		result, err := r.applier.Apply(ctx, owner, obj, opts...)
 		if err != nil {
-			// A refusal is reported; an error without an answer is only retried, and
-			// Rendered keeps what it said (operator.Unanswered).
-			if !operator.Unanswered(err) {
-				s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed,
-					fmt.Sprintf("applying %s %s: %v", kind, obj.GetName(), err))
+			msg := fmt.Sprintf("applying %s %s: %v", kind, obj.GetName(), err)
+			if why, unanswered := operator.Unanswered(err); unanswered {
+				// In words that stay the same from try to try, so retries rewrite
+				// nothing; the log has the error.
+				msg = fmt.Sprintf("applying %s %s: the management API server did not answer (%s); retrying", kind, obj.GetName(), why)
 			}
+			s.set(v1.ConditionRendered, metav1.ConditionFalse, ReasonApplyFailed, msg)
 			return nil, err
 		}
 		if result == apply.Modified {

@@ -39,8 +39,9 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		// A paused tenant is not looked at: look again when it resumes.
 		Watches(&clusterv1.Cluster{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(resumed())).
 		// A tenant API server that does not answer is asked again after a second, then
-		// less and less often (operator.Retries): never in a loop.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4, RateLimiter: operator.Retries()}).
+		// less and less often, up to once a minute (operator.TenantRetries): never in a
+		// loop.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, RateLimiter: operator.TenantRetries()}).
 		Complete(r)
 }
 
