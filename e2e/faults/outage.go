@@ -71,10 +71,7 @@ func (w *world) outages(ctx context.Context, d, converge time.Duration) ([]outco
 		res.name = o.name
 		fmt.Printf("outage: %s at %s for %s: %d req/s peak, %.1f mean, %d operator restarts, converged %.1fs after, %d broken\n",
 			res.name, res.from.Format(time.TimeOnly), res.lasted.Round(time.Second), res.peak, res.mean, res.restarts, res.took.Seconds(), len(res.breaks))
-		for i, k := range res.asked {
-			if i == 8 {
-				break
-			}
+		for _, k := range res.asked[:min(8, len(res.asked))] {
 			fmt.Printf("         %5d  %s\n", k.N, k.Kind)
 		}
 		for _, b := range res.breaks {

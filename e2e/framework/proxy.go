@@ -38,10 +38,9 @@ type Proxy struct {
 
 	writes atomic.Int64
 	mu     sync.Mutex
-	// perSecond counts requests by the Unix second they arrived in, and kinds by what
-	// they asked (Kind) within that second.
-	perSecond map[int64]int
-	kinds     map[int64]map[string]int
+	// perSecond counts requests by the Unix second they arrived in, and within it by
+	// what they asked (Kind).
+	perSecond map[int64]map[string]int
 	// afterWrite runs after each counted write has been answered by the API server and
 	// before the operator gets the answer.
 	afterWrite func(total int64)
@@ -66,7 +65,7 @@ func startProxy(upstream *rest.Config, cert *servingCert) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{URL: "https://" + ln.Addr().String(), CAData: cert.CAData, perSecond: map[int64]int{}, kinds: map[int64]map[string]int{}}
+	p := &Proxy{URL: "https://" + ln.Addr().String(), CAData: cert.CAData, perSecond: map[int64]map[string]int{}}
 	p.upstream = &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport: transport,
@@ -99,11 +98,10 @@ func startProxy(upstream *rest.Config, cert *servingCert) (*Proxy, error) {
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	p.mu.Lock()
-	p.perSecond[now.Unix()]++
-	if p.kinds[now.Unix()] == nil {
-		p.kinds[now.Unix()] = map[string]int{}
+	if p.perSecond[now.Unix()] == nil {
+		p.perSecond[now.Unix()] = map[string]int{}
 	}
-	p.kinds[now.Unix()][Kind(r)]++
+	p.perSecond[now.Unix()][Kind(r)]++
 	var status int
 	if now.Before(p.refuseUntil) && len(p.refuse) > 0 {
 		status = p.refuse[p.refused%len(p.refuse)]
@@ -181,7 +179,10 @@ func (p *Proxy) Rate(from, to time.Time) (peak int, mean float64) {
 	defer p.mu.Unlock()
 	var total int
 	for s := from.Unix(); s < to.Unix(); s++ {
-		n := p.perSecond[s]
+		n := 0
+		for _, k := range p.perSecond[s] {
+			n += k
+		}
 		total += n
 		peak = max(peak, n)
 	}
@@ -237,7 +238,7 @@ func (p *Proxy) Kinds(from, to time.Time) []KindCount {
 	defer p.mu.Unlock()
 	sum := map[string]int{}
 	for s := from.Unix(); s < to.Unix(); s++ {
-		for k, n := range p.kinds[s] {
+		for k, n := range p.perSecond[s] {
 			sum[k] += n
 		}
 	}

@@ -29,11 +29,7 @@ func TestCountedWrite(t *testing.T) {
 		{http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", false},
 		{http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews", false},
 	} {
-		u, err := url.Parse(c.uri)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := countedWrite(&http.Request{Method: c.method, URL: u}); got != c.want {
+		if got := countedWrite(request(t, c.method, c.uri)); got != c.want {
 			t.Errorf("%s %s: counted %t, want %t", c.method, c.uri, got, c.want)
 		}
 	}
@@ -57,11 +53,7 @@ func TestKind(t *testing.T) {
 		{http.MethodGet, "/version", "get /version"},
 		{http.MethodGet, "/apis", "get /apis"},
 	} {
-		u, err := url.Parse(c.uri)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := Kind(&http.Request{Method: c.method, URL: u}); got != c.want {
+		if got := Kind(request(t, c.method, c.uri)); got != c.want {
 			t.Errorf("%s %s: %q, want %q", c.method, c.uri, got, c.want)
 		}
 	}
@@ -70,7 +62,7 @@ func TestKind(t *testing.T) {
 // Kinds adds up the requests of a window by Kind, most first, and leaves out those
 // outside it.
 func TestKinds(t *testing.T) {
-	p := &Proxy{perSecond: map[int64]int{}, kinds: map[int64]map[string]int{
+	p := &Proxy{perSecond: map[int64]map[string]int{
 		99:  {"get secrets": 7},
 		100: {"get secrets": 2, "put leases": 1},
 		101: {"put leases": 4, "get /version": 1},
@@ -81,4 +73,17 @@ func TestKinds(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("Kinds over [100, 102): %v, want %v", got, want)
 	}
+	if peak, mean := p.Rate(time.Unix(100, 0), time.Unix(102, 0)); peak != 5 || mean != 4 {
+		t.Errorf("Rate over [100, 102): peak %d, mean %.1f, want 5 and 4.0", peak, mean)
+	}
+}
+
+// request is a request of method to uri, as the proxy receives it.
+func request(t *testing.T, method, uri string) *http.Request {
+	t.Helper()
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Request{Method: method, URL: u}
 }

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"time"
 
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -68,20 +66,17 @@ func Unanswered(err error) (why string, ok bool) {
 		return "", false
 	}
 	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		switch st := status.Status(); {
-		case st.Code == http.StatusTooManyRequests:
-			return "it answered 429, too many requests", true
-		case st.Code == http.StatusServiceUnavailable:
-			return "it answered 503, unavailable", true
-		case st.Code == http.StatusGatewayTimeout, st.Reason == metav1.StatusReasonServerTimeout, st.Reason == metav1.StatusReasonTimeout:
-			return "it timed out", true
-		}
-		return "", false
-	}
 	var urlErr *url.Error
 	var netErr net.Error
 	switch {
+	case apierrors.IsTooManyRequests(err):
+		return "it answered 429, too many requests", true
+	case apierrors.IsServiceUnavailable(err):
+		return "it answered 503, unavailable", true
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+		return "it timed out", true
+	case errors.As(err, &status):
+		return "", false // any other answer
 	case errors.Is(err, context.DeadlineExceeded):
 		return "it timed out", true
 	case errors.As(err, &urlErr), errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
