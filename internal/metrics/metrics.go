@@ -42,6 +42,11 @@ var (
 		Help: "Reconciles of a NodeGroup whose status write was refused because the pool changed since it was read (an optimistic-lock conflict); the pool is reconciled again, and the reconcile is not counted as failed.",
 	})
 
+	cacheLagWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: Prefix + "cache_lag_waits_total",
+		Help: "Reconciles of a NodeGroup put off because the cache did not hold the operator's own last write of the pool yet; the pool is reconciled again a moment later, on the copy that holds it.",
+	})
+
 	readySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: Prefix + "pool_ready_seconds",
 		Help: "Time a NodeGroup took to become Ready at a generation: from its creation (trigger=created) or from the first reconcile of a changed spec (trigger=changed). Observed once, when Ready turns True at that generation.",
@@ -75,7 +80,7 @@ func Register(reg prometheus.Registerer, c *Collector) error {
 
 // collectors are the operator's metrics, with c when not nil.
 func collectors(c *Collector) []prometheus.Collector {
-	cs := []prometheus.Collector{reconcileErrors, statusConflicts, readySeconds, templates, admissions}
+	cs := []prometheus.Collector{reconcileErrors, statusConflicts, cacheLagWaits, readySeconds, templates, admissions}
 	if c != nil {
 		cs = append(cs, c)
 	}
@@ -87,6 +92,10 @@ func ReconcileFailed(reason string) { reconcileErrors.WithLabelValues(reason).In
 
 // StatusConflict counts a status write refused with a conflict.
 func StatusConflict() { statusConflicts.Inc() }
+
+// CacheLagWait counts a reconcile put off until the cache holds the operator's own
+// last write of the pool.
+func CacheLagWait() { cacheLagWaits.Inc() }
 
 // TemplateCreated counts a template of kind created.
 func TemplateCreated(kind string) { templates.WithLabelValues(kind, "created").Inc() }

@@ -80,6 +80,9 @@ type Reconciler struct {
 	templateKinds []schema.GroupVersionKind
 	// readyTimer times each generation of a pool until it is Ready.
 	readyTimer metrics.ReadyTimer
+	// written holds the versions of the pools the operator wrote that the cache may
+	// not hold yet.
+	written ownWrites
 }
 
 // Name of the controller.
@@ -109,7 +112,16 @@ func (r *Reconciler) Applier() *apply.Applier { return r.applier }
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ng := &v1.NodeGroup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ng); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if wait, behind := r.written.behind(ng); behind {
+		// The cache has not shown this reconcile the operator's own last write of the
+		// pool: what it would compute from this copy would be refused (ownWrites).
+		metrics.CacheLagWait()
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	pausedBy, clusterGone, err := r.pausedBy(ctx, ng)
 	if err != nil {
@@ -129,6 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if err := r.Client.Patch(ctx, ng, patch); err != nil {
 				return ctrl.Result{}, err
 			}
+			r.written.wrote(ng)
 		}
 	}
 

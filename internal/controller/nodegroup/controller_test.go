@@ -382,39 +382,12 @@ func TestStatusConflictOverwritesNothing(t *testing.T) {
 // writes the status.
 func TestStatusConflictRequeuesQuietly(t *testing.T) {
 	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	if err := metrics.Register(reg, nil); err != nil {
-		t.Fatal(err)
-	}
-	count := func(name string) float64 {
-		t.Helper()
-		samples, err := metrics.Gather(reg, metrics.Prefix+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return metrics.Sum(samples, nil)
-	}
-	ns := tenant(t)
-	ng := pool(ns, "bumped", nil)
-	env.MustCreate(t, ng)
-	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, nodegroup.ReasonApplied)
-	waitQuiet(t)
-
-	// A status the reconcile corrects. A change of status alone passes none of the
-	// pool watch's predicates: the running controller leaves it.
-	cur := &v1.NodeGroup{}
-	mustGet(t, ns, ng.Name, cur)
-	patch := client.MergeFrom(cur.DeepCopy())
-	cur.Status.Summary = "Stale"
-	if err := env.Client.Status().Patch(ctx, cur, patch); err != nil {
-		t.Fatal(err)
-	}
+	count := counters(t)
+	ng, cur := staleStatus(t, "bumped")
+	ns := ng.Namespace
 	// Between the reconcile's read of the pool and its status write, another writer
 	// changes the pool.
-	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := directClient(t)
 	raced := false
 	r := reconciler.WithClient(interceptor.NewClient(direct, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
@@ -456,6 +429,122 @@ func TestStatusConflictRequeuesQuietly(t *testing.T) {
 	if cur.Status.Summary == "Stale" {
 		t.Errorf("the reconcile after the conflict left the status as it was")
 	}
+}
+
+// TestStaleCopyWaitsForOwnWrite: a reconcile that reads a copy of the pool older than
+// the operator's own last status write of it (the cache has not caught up) sends
+// nothing, counts a wait and no conflict, and comes back within the wait's bounds; on a
+// copy that holds the write it goes on as usual.
+func TestStaleCopyWaitsForOwnWrite(t *testing.T) {
+	ctx := context.Background()
+	count := counters(t)
+	// The copy with a status the reconcile corrects is the one a lagging cache holds
+	// after the reconcile's own write.
+	ng, stale := staleStatus(t, "lagging")
+	direct := directClient(t)
+	lagging, statusWrites := false, 0
+	r := reconciler.WithClient(interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if p, ok := obj.(*v1.NodeGroup); ok && lagging && key == client.ObjectKeyFromObject(stale) {
+				stale.DeepCopyInto(p)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			if sub == "status" {
+				statusWrites++
+			}
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	}))
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ng)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if statusWrites != 1 {
+		t.Fatalf("status writes of the reconcile on a fresh copy: %d, want 1", statusWrites)
+	}
+
+	waits, conflicts := count("cache_lag_waits_total"), count("status_conflicts_total")
+	lagging = true
+	res, err := r.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatalf("a reconcile on a copy older than its own write: %v, want no error", err)
+	}
+	if res.RequeueAfter < 100*time.Millisecond || res.RequeueAfter > 5*time.Second {
+		t.Errorf("result %+v, want a requeue within 0.1 to 5 s", res)
+	}
+	if statusWrites != 1 {
+		t.Errorf("status writes on the copy older than the operator's own write: %d, want none", statusWrites-1)
+	}
+	if got := count("cache_lag_waits_total") - waits; got != 1 {
+		t.Errorf("waits counted: %v, want 1", got)
+	}
+	if got := count("status_conflicts_total") - conflicts; got != 0 {
+		t.Errorf("conflicts counted: %v, want 0", got)
+	}
+
+	lagging = false
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := count("cache_lag_waits_total") - waits; got != 1 {
+		t.Errorf("waits counted once the copy holds the write: %v, want still 1", got)
+	}
+	cur := &v1.NodeGroup{}
+	mustGet(t, ng.Namespace, ng.Name, cur)
+	if cur.Status.Summary == "Stale" {
+		t.Error("the reconcile on a fresh copy left the stale status")
+	}
+}
+
+// counters registers the operator's metrics in a registry of the test's own, and
+// reads the sum of one of them.
+func counters(t *testing.T) func(name string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := metrics.Register(reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	return func(name string) float64 {
+		t.Helper()
+		samples, err := metrics.Gather(reg, metrics.Prefix+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metrics.Sum(samples, nil)
+	}
+}
+
+// staleStatus makes a pool of its own, waits until the operator has rendered it and is
+// quiet, and then changes its status to one the next reconcile corrects; it returns
+// the pool and its copy with that status. A change of status alone passes none of the
+// pool watch's predicates: the running controller leaves it.
+func staleStatus(t *testing.T, name string) (ng, stale *v1.NodeGroup) {
+	t.Helper()
+	ng = pool(tenant(t), name, nil)
+	env.MustCreate(t, ng)
+	waitCondition(t, ng, v1.ConditionRendered, metav1.ConditionTrue, nodegroup.ReasonApplied)
+	waitQuiet(t)
+	stale = &v1.NodeGroup{}
+	mustGet(t, ng.Namespace, ng.Name, stale)
+	patch := client.MergeFrom(stale.DeepCopy())
+	stale.Status.Summary = "Stale"
+	if err := env.Client.Status().Patch(context.Background(), stale, patch); err != nil {
+		t.Fatal(err)
+	}
+	return ng, stale
+}
+
+// directClient reads and writes without a cache.
+func directClient(t *testing.T) client.WithWatch {
+	t.Helper()
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // TestLocationAccessWithdrawn narrows a location's allowedNamespaces under a running

@@ -339,6 +339,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 	if err := r.Client.Status().Patch(ctx, ng, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("status of NodeGroup %s: %w", ng.Name, err)
 	}
+	r.written.wrote(ng)
 	first := len(old.Status.Conditions) == 0
 	for _, c := range ng.Status.Conditions {
 		if first && (c.Type != v1.ConditionRendered || c.Status == metav1.ConditionTrue) {
