@@ -25,7 +25,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/autoscaler"
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
@@ -39,7 +38,6 @@ import (
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metricsauth"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
-	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/tenant"
 	admissionhooks "github.com/nodegroup-io/nodegroup-operator/internal/webhook"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook/certs"
@@ -210,8 +208,7 @@ func main() {
 		os.Exit(1)
 	}
 	if webhookEnabled {
-		resolver := &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Catalog: catalog.Default()}
-		admissionhooks.Register(mgr.GetWebhookServer(), mgr.GetClient(), resolver, admission.NewDecoder(mgr.GetScheme()), maxPoolsPerNamespace)
+		admissionhooks.RegisterWith(mgr, catalog.Default(), maxPoolsPerNamespace)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "adding the health check")

@@ -55,6 +55,11 @@ const (
 type Connections struct {
 	// Secrets reads the kubeconfig Secrets in the management cluster.
 	Secrets client.Reader
+	// Versions, when set, is a cache that watches Secrets (as metadata at least): Get
+	// then reads a kubeconfig Secret with Secrets only when the cache holds a version
+	// of it that no open connection was made from, so a look at a cluster whose
+	// kubeconfig did not change sends no request to the management API server.
+	Versions client.Reader
 	// Changed is called with a Cluster's key when what its connection caches changes,
 	// and when its watch fails: the controller that keeps those objects then looks again.
 	Changed func(cluster types.NamespacedName)
@@ -97,8 +102,11 @@ type follower struct {
 // when the kubeconfig Secret changed) as needed. The connection's cache fills in the
 // background: check HasSynced.
 func (c *Connections) Get(ctx context.Context, cluster types.NamespacedName, uid types.UID) (*Conn, error) {
-	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name + KubeconfigSuffix}
+	if conn := c.current(ctx, cluster, key, uid); conn != nil {
+		return conn, nil
+	}
+	secret := &corev1.Secret{}
 	if err := c.Secrets.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("the Secret %s with the tenant cluster's kubeconfig does not exist yet (the control-plane provider writes it)", key)
@@ -123,6 +131,26 @@ func (c *Connections) Get(ctx context.Context, cluster types.NamespacedName, uid
 	}
 	c.conns[cluster] = conn
 	return conn, nil
+}
+
+// current is the Cluster's open connection when Versions holds the kubeconfig Secret
+// at the version the connection was made from, or nil.
+func (c *Connections) current(ctx context.Context, cluster, key types.NamespacedName, uid types.UID) *Conn {
+	if c.Versions == nil {
+		return nil
+	}
+	c.mu.Lock()
+	conn := c.conns[cluster]
+	c.mu.Unlock()
+	if conn == nil || conn.uid != uid {
+		return nil
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := c.Versions.Get(ctx, key, m); err != nil || m.ResourceVersion != conn.kubeconfig {
+		return nil
+	}
+	return conn
 }
 
 // Close closes the Cluster's connection, if it has one.

@@ -16,12 +16,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/controller/nodegroup"
 	"github.com/nodegroup-io/nodegroup-operator/internal/operator"
-	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
 	"github.com/nodegroup-io/nodegroup-operator/internal/testenv"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook"
 	"github.com/nodegroup-io/nodegroup-operator/internal/webhook/certs"
@@ -86,8 +84,7 @@ func start(ctx context.Context) error {
 	if err := r.Register(mgr, 2); err != nil {
 		return err
 	}
-	resolver := &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Catalog: catalog.Default()}
-	webhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), resolver, admission.NewDecoder(mgr.GetScheme()), 0)
+	webhook.RegisterWith(mgr, catalog.Default(), 0)
 	go func() {
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "manager stopped:", err)

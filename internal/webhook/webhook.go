@@ -15,11 +15,13 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/nodegroup-io/nodegroup-operator/api/v1alpha1"
+	"github.com/nodegroup-io/nodegroup-operator/internal/catalog"
 	"github.com/nodegroup-io/nodegroup-operator/internal/metrics"
 	"github.com/nodegroup-io/nodegroup-operator/internal/policy"
 	"github.com/nodegroup-io/nodegroup-operator/internal/resolve"
@@ -30,6 +32,17 @@ const (
 	PathNodeGroup      = "/validate-nodegroup"
 	PathNodeGroupClass = "/validate-nodegroupclass"
 )
+
+// RegisterWith serves both validators on mgr's webhook server, reading through mgr's
+// client and cache as the pool controller does: a KamajiControlPlane's version comes
+// from the cache, so an admission (each of the operator's own finalizer patches is one)
+// sends no request for it. maxPools is the platform's limit of pools per namespace (0:
+// none).
+func RegisterWith(mgr ctrl.Manager, cat *catalog.Catalog, maxPools int) {
+	resolver := &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(),
+		Catalog: cat, Cache: mgr.GetCache()}
+	Register(mgr.GetWebhookServer(), mgr.GetClient(), resolver, admission.NewDecoder(mgr.GetScheme()), maxPools)
+}
 
 // Register serves both validators on the manager's webhook server. maxPools is the
 // platform's limit of pools per namespace (0: none).

@@ -181,7 +181,7 @@ func (r *StatusReader) stop(cluster types.NamespacedName) {
 // Register adds the status reader to a manager.
 func (r *StatusReader) Register(mgr ctrl.Manager) error {
 	if r.Conns == nil {
-		r.Conns = &tenant.Connections{Secrets: mgr.GetAPIReader(), UserAgent: "nodegroup-operator"}
+		r.Conns = &tenant.Connections{Secrets: mgr.GetAPIReader(), Versions: mgr.GetCache(), UserAgent: "nodegroup-operator"}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("autoscalerstatus").

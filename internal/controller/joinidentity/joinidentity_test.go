@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,10 +45,41 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, true, func(e *testenv.Env) error {
 		env = e
 		return e.RunOperator(writes.NewClient, func(mgr ctrl.Manager) error {
-			r := &joinidentity.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Status: status}
+			r := &joinidentity.Reconciler{Client: mgr.GetClient(), APIReader: kubeconfigReads.wrap(mgr.GetAPIReader()), Status: status}
 			return r.Register(mgr)
 		})
 	})
+}
+
+// kubeconfigReads counts the controller's live reads of each namespace's
+// <cluster>-kubeconfig.
+var kubeconfigReads = &secretReads{suffix: tenant.KubeconfigSuffix, n: map[string]int{}}
+
+type secretReads struct {
+	client.Reader
+	suffix string
+	mu     sync.Mutex
+	n      map[string]int
+}
+
+func (r *secretReads) wrap(reader client.Reader) client.Reader {
+	r.Reader = reader
+	return r
+}
+
+func (r *secretReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok && strings.HasSuffix(key.Name, r.suffix) {
+		r.mu.Lock()
+		r.n[key.Namespace]++
+		r.mu.Unlock()
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (r *secretReads) count(ns string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[ns]
 }
 
 const (
@@ -219,7 +251,9 @@ func TestMintsIdentityAndKeepsToken(t *testing.T) {
 		return nil
 	})
 
-	// Steady: a resync of the cluster writes nothing on either side.
+	// Steady: a resync of the cluster writes nothing on either side, and reads the
+	// kubeconfig only from the cache: the connection was made from its version.
+	reads := kubeconfigReads.count(ns)
 	before := writes.Load()
 	rv := tok.ResourceVersion
 	touch(t, ns)
@@ -238,6 +272,9 @@ func TestMintsIdentityAndKeepsToken(t *testing.T) {
 	}
 	wantTokens(t, uid, token)
 	t.Logf("a deleted tenant token was back in %s", time.Since(start).Round(10*time.Millisecond))
+	if n := kubeconfigReads.count(ns) - reads; n != 0 {
+		t.Errorf("%d live reads of the unchanged kubeconfig Secret after the connection was open", n)
+	}
 
 	// A second minting never happens: the identity is the same after all this.
 	if again, err := identity(ctx, ns); err != nil || again.ResourceVersion != secret.ResourceVersion {

@@ -38,7 +38,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	// answered at most about once a second, and never in a loop.
 	changes := &tenant.Queue{RateLimited: true}
 	if r.Conns == nil {
-		r.Conns = &tenant.Connections{Secrets: r.APIReader, UserAgent: "nodegroup-operator"}
+		r.Conns = &tenant.Connections{Secrets: r.APIReader, Versions: mgr.GetCache(), UserAgent: "nodegroup-operator"}
 	}
 	r.Conns.Changed = changes.Add
 	return ctrl.NewControllerManagedBy(mgr).

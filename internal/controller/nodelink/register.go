@@ -31,7 +31,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		r.Recorder = mgr.GetEventRecorder("nodegroup-operator")
 	}
 	if r.Conns == nil {
-		r.Conns = &tenant.Connections{Secrets: r.APIReader, UserAgent: "nodegroup-operator"}
+		r.Conns = &tenant.Connections{Secrets: r.APIReader, Versions: mgr.GetCache(), UserAgent: "nodegroup-operator"}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Name()).
