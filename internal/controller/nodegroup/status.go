@@ -358,7 +358,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 }
 
 // eventKind is the type of the event that marks a change of condition c (was, before),
-// and whether it has one. A condition False is a Warning; RollingOut, which the pool's
+// and whether it has one. An event marks a change of what was known: a condition found
+// for the first time (absent before, or Unknown because never evaluated) has one only
+// when it is False. Its status tells the rest, and a cluster's thousands of pools
+// learning at once that its identity is made or its autoscaler deployed would
+// otherwise mean an event each (the cluster's own controllers record those on the
+// Cluster). A condition False is a Warning; RollingOut, which the pool's
 // own changes start and end, is Normal both ways, and has no event when it first
 // appears on a pool that had a status (an upgrade of the operator adds it to every pool
 // at once). The machines' comings and goings have none: Available, ScalingUp,
@@ -369,6 +374,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, old, ng *v1.NodeGroup, s *
 // conditions, the summary and the metrics of pools not ready tell the state; an event
 // per flip would only write to the API server as often as the pool scales.
 func eventKind(c metav1.Condition, was *metav1.Condition) (string, bool) {
+	if (was == nil || (was.Status == metav1.ConditionUnknown && was.Reason == ReasonNotChecked)) && c.Status != metav1.ConditionFalse {
+		return "", false
+	}
 	switch c.Type {
 	case v1.ConditionAvailable, v1.ConditionScalingUp, v1.ConditionScalingDown, v1.ConditionUpToDate:
 		return "", false

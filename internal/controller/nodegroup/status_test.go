@@ -284,9 +284,10 @@ func TestMachineNotRunning(t *testing.T) {
 	}
 }
 
-// TestEventKind: a condition turning False is a Warning, except RollingOut ending, which
-// has no event when it first appears; the machines' comings and goings (their
-// conditions, and Ready between MachinesReady and MachinesNotReady) have none.
+// TestEventKind: a condition turning False is a Warning, except RollingOut ending; a
+// condition found for the first time (absent, or never evaluated) has an event only
+// when it is False; the machines' comings and goings (their conditions, and Ready
+// between MachinesReady and MachinesNotReady) have none.
 func TestEventKind(t *testing.T) {
 	was := func(s metav1.ConditionStatus) *metav1.Condition { return &metav1.Condition{Status: s} }
 	wasReason := func(s metav1.ConditionStatus, reason string) *metav1.Condition {
@@ -300,7 +301,8 @@ func TestEventKind(t *testing.T) {
 		kind   string // empty: no event
 	}{
 		{v1.ConditionRendered, no, "RenderFailed", was(yes), "Warning"},
-		{v1.ConditionRendered, yes, "Rendered", nil, "Normal"},
+		{v1.ConditionRendered, yes, "Rendered", nil, ""},
+		{v1.ConditionRendered, yes, "Rendered", wasReason(no, ReasonWaiting), "Normal"},
 		{v1.ConditionTalosIdentityReady, no, "SecretNotOwned", nil, "Warning"},
 		{v1.ConditionAvailable, no, "NotAvailable", was(yes), ""},
 		{v1.ConditionAvailable, yes, "Available", was(no), ""},
@@ -315,7 +317,14 @@ func TestEventKind(t *testing.T) {
 		{v1.ConditionReady, yes, ReasonMachinesReady, wasReason(no, ReasonMachinesNotReady), ""},
 		{v1.ConditionReady, no, "ClassNotFound", wasReason(no, ReasonMachinesNotReady), "Warning"},
 		{v1.ConditionReady, no, ReasonMachinesNotReady, wasReason(no, "ClassNotFound"), "Warning"},
-		{v1.ConditionReady, yes, ReasonMachinesReady, wasReason(metav1.ConditionUnknown, ReasonNotChecked), "Normal"},
+		{v1.ConditionReady, yes, ReasonMachinesReady, wasReason(metav1.ConditionUnknown, ReasonNotChecked), ""},
+		{v1.ConditionReady, no, "ClassNotFound", wasReason(metav1.ConditionUnknown, ReasonNotChecked), "Warning"},
+		{v1.ConditionTalosIdentityReady, yes, "Minted", wasReason(metav1.ConditionUnknown, ReasonNotChecked), ""},
+		{v1.ConditionTenantClusterReachable, yes, "Reachable", nil, ""},
+		{v1.ConditionAutoscalerReady, metav1.ConditionUnknown, "AutoscalerNotRunning", wasReason(metav1.ConditionUnknown, ReasonNotChecked), ""},
+		{v1.ConditionAutoscalerReady, yes, "Running", wasReason(metav1.ConditionUnknown, "AutoscalerNotRunning"), "Normal"},
+		{v1.ConditionAutoscalerReady, metav1.ConditionUnknown, "StaleStatus", wasReason(yes, "Running"), "Normal"},
+		{v1.ConditionTenantClusterReachable, no, "Unreachable", wasReason(yes, "Reachable"), "Warning"},
 	} {
 		kind, ok := eventKind(metav1.Condition{Type: tc.typ, Status: tc.status, Reason: tc.reason}, tc.was)
 		if !ok {
