@@ -56,9 +56,11 @@ type Connections struct {
 	// Secrets reads the kubeconfig Secrets in the management cluster.
 	Secrets client.Reader
 	// Versions, when set, is a cache that watches Secrets (as metadata at least): Get
-	// then reads a kubeconfig Secret with Secrets only when the cache holds a version
-	// of it that no open connection was made from, so a look at a cluster whose
-	// kubeconfig did not change sends no request to the management API server.
+	// then reuses the Cluster's open connection without reading its kubeconfig Secret
+	// with Secrets when the cache holds the Secret at the version the connection was
+	// made from, so a look at a cluster whose kubeconfig did not change sends no request
+	// to the management API server. Otherwise (no connection, another Cluster UID,
+	// another version, or the cache does not hold the Secret) Get reads it with Secrets.
 	Versions client.Reader
 	// Changed is called with a Cluster's key when what its connection caches changes,
 	// and when its watch fails: the controller that keeps those objects then looks again.

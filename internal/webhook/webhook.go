@@ -36,8 +36,10 @@ const (
 // RegisterWith serves both validators on mgr's webhook server, reading through mgr's
 // client and cache as the pool controller does: a KamajiControlPlane's version comes
 // from the cache, so an admission (each of the operator's own finalizer patches is one)
-// sends no request for it. maxPools is the platform's limit of pools per namespace (0:
-// none).
+// sends no request for it. On a replica that does not lead, the first admission starts
+// the cache's informer of KamajiControlPlanes and waits for it to sync; a control plane
+// upgraded a moment ago may still show its old version there, as it does to the pool
+// controller. maxPools is the platform's limit of pools per namespace (0: none).
 func RegisterWith(mgr ctrl.Manager, cat *catalog.Catalog, maxPools int) {
 	resolver := &resolve.Resolver{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(),
 		Catalog: cat, Cache: mgr.GetCache()}

@@ -14,9 +14,15 @@ import (
 // brings a write back within milliseconds on an idle API server) to maxCacheLagDelay
 // (a watch that does not bring it back for long, as when the API server is away,
 // costs a cache read every few seconds per pool, not a loop).
+//
+// A write the cache has not shown after maxCacheLag is forgotten and the reconcile goes
+// on with the copy it has: the worst that costs is one conflict, where waiting longer
+// could hold a pool for good (resourceVersions that went back, as after a restore of
+// etcd from a snapshot, would never catch up).
 const (
 	minCacheLagDelay = 100 * time.Millisecond
 	maxCacheLagDelay = 5 * time.Second
+	maxCacheLag      = time.Minute
 )
 
 // ownWrites remembers, for each pool, the resourceVersion the operator's last write of
@@ -63,7 +69,8 @@ func (w *ownWrites) wrote(obj client.Object) {
 // operator's last write of it, and if so how long to wait before looking again. Once
 // the cache has caught up the write is forgotten, so the map holds only pools whose
 // writes the cache has not shown to a reconcile yet. A version that does not compare
-// (not an etcd revision) is taken as caught up.
+// (not an etcd revision), and a write out for longer than maxCacheLag, are taken as
+// caught up.
 func (w *ownWrites) behind(cached client.Object) (time.Duration, bool) {
 	key := client.ObjectKeyFromObject(cached)
 	w.mu.Lock()
@@ -72,8 +79,9 @@ func (w *ownWrites) behind(cached client.Object) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	if c, err := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), written.rv); err == nil && c < 0 {
-		return min(max(time.Since(written.at), minCacheLagDelay), maxCacheLagDelay), true
+	out := time.Since(written.at)
+	if c, err := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), written.rv); err == nil && c < 0 && out < maxCacheLag {
+		return min(max(out, minCacheLagDelay), maxCacheLagDelay), true
 	}
 	delete(w.w, key)
 	return 0, false

@@ -41,10 +41,20 @@ func TestOwnWritesBehind(t *testing.T) {
 	if wait, _ := w.behind(poolAt("19")); wait < time.Second || wait >= maxCacheLagDelay {
 		t.Errorf("a write out for a second: wait %v, want about a second", wait)
 	}
-	w.w[key] = write{rv: "20", at: time.Now().Add(-time.Hour)}
+	w.w[key] = write{rv: "20", at: time.Now().Add(-maxCacheLag / 2)}
 	if wait, _ := w.behind(poolAt("19")); wait != maxCacheLagDelay {
-		t.Errorf("a write out for an hour: wait %v, want %v", wait, maxCacheLagDelay)
+		t.Errorf("a write out for half a minute: wait %v, want %v", wait, maxCacheLagDelay)
 	}
+	// A cache that does not catch up (versions that went back) holds the pool no longer
+	// than maxCacheLag: the write is forgotten.
+	w.w[key] = write{rv: "20", at: time.Now().Add(-maxCacheLag)}
+	if _, behind := w.behind(poolAt("19")); behind {
+		t.Error("a write out for longer than maxCacheLag still holds the pool")
+	}
+	if _, behind := w.behind(poolAt("19")); behind {
+		t.Error("the write out for too long was not forgotten")
+	}
+	w.wrote(poolAt("20"))
 
 	// A version that is not a number is taken as caught up, and forgets the write.
 	if _, behind := w.behind(poolAt("x")); behind {
